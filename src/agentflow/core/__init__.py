@@ -1,0 +1,1 @@
+"""The pure domain: definitions, decisions and rules. No I/O is imported here."""

@@ -1,0 +1,247 @@
+"""Workflow configs: their models, loading from YAML/JSON, validation and content hash."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import timedelta
+from typing import Annotated, Any, Literal
+
+import orjson
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+
+from agentflow.core.durations import parse_duration
+from agentflow.core.errors import ConfigError
+from agentflow.core.node_specs import NODE_SPECS, NodeSpec
+from agentflow.core.retry import RetryPolicy
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\- ]{0,99}$"
+
+
+class WorkflowBase(BaseModel):
+    """Fields shared by both kinds.
+
+    Attributes:
+        name: unique within the workspace; applying a config with the same name publishes
+            a new version of that workflow.
+        description: free text.
+        retry: default retry policy of every step.
+        timeout: default time limit of every step.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=NAME_PATTERN)
+    description: str | None = Field(default=None, max_length=10_000)
+    retry: RetryPolicy = RetryPolicy()
+    timeout: timedelta = timedelta(minutes=5)
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _timeout(cls, value: Any) -> timedelta:
+        return parse_duration(value)
+
+
+class Source(BaseModel):
+    """An event source an agent workflow listens to, such as ``{"type": "email"}``."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    type: str = Field(min_length=1, max_length=100)
+
+
+class Action(BaseModel):
+    """One entry of an agent workflow's ``actions`` map."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    enabled: bool = False
+
+
+class AgentConfig(WorkflowBase):
+    """An LLM-planned workflow (seed 000). Execution arrives with the agent issue.
+
+    Attributes:
+        prompt: the trigger and objective, in the admin's words.
+        type: ``event`` runs are keyed on event id + account id, ``account`` on account id.
+        sources: event sources that can start the workflow.
+        actions: which built-in actions the model may take, e.g. ``create_tasks``.
+        tools: extra registered tool names the model may call.
+    """
+
+    kind: Literal["agent"] = "agent"
+    prompt: str = Field(min_length=1, max_length=20_000)
+    type: Literal["event", "account"] = "event"
+    sources: list[Source] = Field(default_factory=list)
+    actions: dict[str, Action] = Field(default_factory=dict)
+    tools: list[str] = Field(default_factory=list)
+
+
+class StructuredConfig(WorkflowBase):
+    """A node graph run step by step.
+
+    Attributes:
+        start: the first node; by default the first in ``nodes``.
+        nodes: the nodes, each checked against the spec of its ``type``.
+    """
+
+    kind: Literal["structured"] = "structured"
+    start: str | None = None
+    nodes: list[NodeSpec] = Field(min_length=1, max_length=500)
+
+    def node(self, node_id: str) -> NodeSpec:
+        """Return the node with ``node_id``."""
+        for node in self.nodes:
+            if node.id == node_id:
+                return node
+        raise KeyError(node_id)
+
+    @property
+    def start_id(self) -> str:
+        """The id of the first node to run."""
+        return self.start or self.nodes[0].id
+
+    def next_id(self, node: NodeSpec) -> str | None:
+        """The node after ``node``: its ``next``, else the following one in the list."""
+        if node.next is not None:
+            return node.next
+        index = self.nodes.index(node)
+        return self.nodes[index + 1].id if index + 1 < len(self.nodes) else None
+
+
+WorkflowConfig = Annotated[AgentConfig | StructuredConfig, Field(discriminator="kind")]
+_ADAPTER: TypeAdapter[AgentConfig | StructuredConfig] = TypeAdapter(WorkflowConfig)
+
+
+def parse_config_text(text: str, source: str = "config") -> AgentConfig | StructuredConfig:
+    """Parse YAML or JSON text and validate it (see ``validate_config``)."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(
+            "config_syntax",
+            f"{source} is not valid YAML or JSON{where}: {getattr(exc, 'problem', exc)}",
+            solution="Fix the syntax at the position shown.",
+        ) from None
+    return validate_config(data, source)
+
+
+def validate_config(data: Any, source: str = "config") -> AgentConfig | StructuredConfig:
+    """Validate a config object, reporting every problem with its path.
+
+    Raises:
+        ConfigError: code ``config_invalid``; ``details['errors']`` holds one
+            ``{"path", "message"}`` per problem, e.g. ``nodes[1].duration``.
+    """
+    if not isinstance(data, dict):
+        raise _invalid(source, [{"path": "", "message": "the config must be a mapping"}])
+    errors: list[dict[str, str]] = []
+    raw_nodes = data.get("nodes")
+    nodes: list[NodeSpec] = []
+    if data.get("kind") == "structured" and isinstance(raw_nodes, list):
+        for index, raw in enumerate(raw_nodes):
+            node = _validate_node(raw, f"nodes[{index}]", errors)
+            if node is not None:
+                nodes.append(node)
+        data = {**data, "nodes": nodes if len(nodes) == len(raw_nodes) else raw_nodes}
+    try:
+        config = _ADAPTER.validate_python(data)
+    except ValidationError as exc:
+        errors.extend(
+            _pydantic_errors(exc, "")
+            if not errors
+            else [e for e in _pydantic_errors(exc, "") if not e["path"].startswith("nodes[")]
+        )
+        raise _invalid(source, errors) from None
+    if errors:
+        raise _invalid(source, errors)
+    if isinstance(config, StructuredConfig):
+        _check_graph(config, errors)
+        if errors:
+            raise _invalid(source, errors)
+    return config
+
+
+def _validate_node(raw: Any, path: str, errors: list[dict[str, str]]) -> NodeSpec | None:
+    if not isinstance(raw, dict):
+        errors.append({"path": path, "message": "a node must be a mapping"})
+        return None
+    kind = raw.get("type")
+    spec = NODE_SPECS.get(kind) if isinstance(kind, str) else None
+    if spec is None:
+        known = ", ".join(sorted(NODE_SPECS))
+        errors.append(
+            {"path": f"{path}.type", "message": f"unknown node type {kind!r}; known: {known}"}
+        )
+        return None
+    try:
+        return spec.model_validate(raw)
+    except ValidationError as exc:
+        errors.extend(_pydantic_errors(exc, path))
+        return None
+
+
+def _check_graph(config: StructuredConfig, errors: list[dict[str, str]]) -> None:
+    ids = [node.id for node in config.nodes]
+    seen: set[str] = set()
+    for index, node_id in enumerate(ids):
+        if node_id in seen:
+            errors.append(
+                {"path": f"nodes[{index}].id", "message": f"duplicate node id {node_id!r}"}
+            )
+        seen.add(node_id)
+    if config.start is not None and config.start not in seen:
+        errors.append({"path": "start", "message": f"no node has id {config.start!r}"})
+    for index, node in enumerate(config.nodes):
+        if node.next is not None and node.next not in seen:
+            errors.append(
+                {"path": f"nodes[{index}].next", "message": f"no node has id {node.next!r}"}
+            )
+    if errors:
+        return
+    # Without branching, a cycle can only be a path that comes back to itself.
+    cursor: str | None = config.start_id
+    visited: list[str] = []
+    while cursor is not None:
+        if cursor in visited:
+            loop = " -> ".join([*visited[visited.index(cursor) :], cursor])
+            errors.append({"path": "nodes", "message": f"the nodes form a cycle: {loop}"})
+            return
+        visited.append(cursor)
+        cursor = config.next_id(config.node(cursor))
+
+
+def _pydantic_errors(exc: ValidationError, prefix: str) -> list[dict[str, str]]:
+    out = []
+    for err in exc.errors(include_url=False):
+        loc = [str(p) for p in err["loc"] if p not in ("agent", "structured")]
+        path = prefix
+        for part in loc:
+            path += f"[{part}]" if part.isdigit() else (f".{part}" if path else part)
+        out.append({"path": path, "message": err["msg"]})
+    return out
+
+
+def _invalid(source: str, errors: list[dict[str, str]]) -> ConfigError:
+    first = errors[0] if errors else {"path": "", "message": "invalid"}
+    where = f" at {first['path']}" if first["path"] else ""
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return ConfigError(
+        "config_invalid",
+        f"{source} is invalid{where}: {first['message']}{more}",
+        details={"errors": errors},
+        solution="Correct each listed path; see docs/reference/workflow-config.md.",
+    )
+
+
+def config_document(config: AgentConfig | StructuredConfig) -> dict[str, Any]:
+    """The normalised JSON document stored as a version's config."""
+    doc: dict[str, Any] = config.model_dump(mode="json", exclude_none=True)
+    if isinstance(config, StructuredConfig):
+        doc["nodes"] = [n.model_dump(mode="json", exclude_none=True) for n in config.nodes]
+    return doc
+
+
+def content_hash(document: dict[str, Any]) -> str:
+    """SHA-256 of the canonical JSON of a normalised config document."""
+    return hashlib.sha256(orjson.dumps(document, option=orjson.OPT_SORT_KEYS)).hexdigest()

@@ -1,0 +1,84 @@
+"""Parse the durations that configs and tools use ("90s", "1h30m", "7d", "PT5M", 2.5)."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+_COMPACT = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+_ISO = re.compile(
+    r"P(?:(?P<w>\d+(?:\.\d+)?)W)?(?:(?P<d>\d+(?:\.\d+)?)D)?"
+    r"(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?"
+)
+
+
+def parse_duration(value: str | int | float | timedelta) -> timedelta:
+    """Turn a duration into a ``timedelta``.
+
+    Accepts seconds as a number, compact strings such as ``"500ms"``, ``"90s"``,
+    ``"1h30m"`` or ``"7d"``, and ISO 8601 durations such as ``"PT5M"`` or ``"P1DT2H"``.
+
+    Raises:
+        ValueError: the value is negative, empty or not a duration.
+    """
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, bool):
+        raise ValueError("a duration cannot be a boolean")
+    elif isinstance(value, int | float):
+        seconds = float(value)
+    else:
+        seconds = _parse_text(value.strip())
+    if seconds != seconds or seconds in (float("inf"), float("-inf")):
+        raise ValueError(f"{value!r} is not a finite duration")
+    if seconds < 0:
+        raise ValueError(f"{value!r} is negative; durations must be zero or more")
+    return timedelta(seconds=seconds)
+
+
+def _parse_text(text: str) -> float:
+    if not text:
+        raise ValueError("empty duration")
+    if text.upper().startswith("P"):
+        match = _ISO.fullmatch(text.upper())
+        if match is None or not any(match.groupdict().values()):
+            raise ValueError(f"{text!r} is not an ISO 8601 duration such as 'PT5M'")
+        parts = {k: float(v) for k, v in match.groupdict().items() if v}
+        return (
+            parts.get("w", 0) * 604800
+            + parts.get("d", 0) * 86400
+            + parts.get("h", 0) * 3600
+            + parts.get("m", 0) * 60
+            + parts.get("s", 0)
+        )
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    compact = text.replace(" ", "").lower()
+    pos, total = 0, 0.0
+    for match in _COMPACT.finditer(compact):
+        if match.start() != pos:
+            break
+        total += float(match.group(1)) * _UNITS[match.group(2)]
+        pos = match.end()
+    if pos != len(compact) or pos == 0:
+        raise ValueError(
+            f"{text!r} is not a duration; use forms like '90s', '1h30m', '7d' or 'PT5M'"
+        )
+    return total
+
+
+def format_duration(seconds: float) -> str:
+    """Format seconds compactly for people ("1h30m", "2.5s", "120ms")."""
+    if seconds < 1:
+        return f"{seconds * 1000:.0f}ms"
+    if seconds < 60:
+        return f"{seconds:.3g}s"
+    out, rest = [], round(seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if rest >= size:
+            out.append(f"{rest // size}{unit}")
+            rest %= size
+    return "".join(out)

@@ -1,0 +1,136 @@
+"""Decide what a structured run does next, and how a step's outcome moves the run.
+
+The run's ``state`` document is ``{"node": <id of the next node or null>, "steps":
+{<node id>: <output>}}``; these functions only read and return values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from agentflow.core.definitions import StructuredConfig
+from agentflow.core.errors import ErrorInfo
+from agentflow.core.node_specs import NodeSpec
+from agentflow.core.retry import RetryPolicy
+from agentflow.core.statuses import RunStatus
+
+
+@dataclass(frozen=True)
+class NodeResult:
+    """What a node runner returns.
+
+    Attributes:
+        output: the step's JSON output.
+        wake_after: sleep this long (durably) before the next node.
+        wake_at: or sleep until this time (never earlier than now).
+        finish: complete the run with ``output`` now.
+    """
+
+    output: Any = None
+    wake_after: timedelta | None = None
+    wake_at: datetime | None = None
+    finish: bool = False
+
+
+@dataclass(frozen=True)
+class Transition:
+    """How a checkpoint moves the run.
+
+    Attributes:
+        status: the run's next status.
+        state: the run's next state document.
+        step_status: ``completed`` (the step advances) or ``failed`` (an attempt failed).
+        wake_after / wake_at: for ``waiting``, when the run is due again.
+        reason: why the run waits, fails or is suspended.
+        output: the run's output when it completes.
+        error: the run's error when it fails.
+    """
+
+    status: RunStatus
+    state: dict[str, Any]
+    step_status: str
+    wake_after: timedelta | None = None
+    wake_at: datetime | None = None
+    reason: str | None = None
+    output: Any = None
+    error: ErrorInfo | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def advances(self) -> bool:
+        """True when the step is checkpointed as completed (the run moves to its next step)."""
+        return self.step_status == "completed"
+
+
+def initial_state(config: StructuredConfig) -> dict[str, Any]:
+    """The state a new run starts with."""
+    return {"node": config.start_id, "steps": {}}
+
+
+def current_node(config: StructuredConfig, state: dict[str, Any]) -> NodeSpec | None:
+    """The node the run executes next, or None when there is none left."""
+    node_id = state.get("node")
+    return config.node(node_id) if isinstance(node_id, str) else None
+
+
+def retry_policy(config: StructuredConfig, node: NodeSpec) -> RetryPolicy:
+    """The node's policy, else the workflow's."""
+    return node.retry or config.retry
+
+
+def step_timeout(config: StructuredConfig, node: NodeSpec, tool_timeout: timedelta | None) -> float:
+    """Seconds a step may run: the node's timeout, else the tool's, else the workflow's."""
+    return (node.timeout or tool_timeout or config.timeout).total_seconds()
+
+
+def on_success(
+    config: StructuredConfig, state: dict[str, Any], node: NodeSpec, result: NodeResult
+) -> Transition:
+    """Record ``node``'s output and move to the next node, a wait, or completion."""
+    steps = {**state.get("steps", {}), node.id: result.output}
+    next_id = None if result.finish else config.next_id(node)
+    new_state = {"node": next_id, "steps": steps}
+    if next_id is None:
+        return Transition(RunStatus.COMPLETED, new_state, "completed", output=result.output)
+    if result.wake_after is not None or result.wake_at is not None:
+        return Transition(
+            RunStatus.WAITING,
+            new_state,
+            "completed",
+            wake_after=result.wake_after,
+            wake_at=result.wake_at,
+            reason="timer",
+        )
+    return Transition(RunStatus.IN_PROGRESS, new_state, "completed")
+
+
+def on_failure(
+    policy: RetryPolicy,
+    state: dict[str, Any],
+    failures: int,
+    error: ErrorInfo,
+    retryable: bool,
+    rand: Callable[[], float],
+) -> Transition:
+    """After the ``failures``-th failed attempt: back off and retry, or fail the run."""
+    if retryable and policy.allows_another(failures):
+        delay = policy.delay_after(failures, rand)
+        return Transition(
+            RunStatus.WAITING,
+            state,
+            "failed",
+            wake_after=timedelta(seconds=delay),
+            reason="retry",
+            error=error,
+        )
+    reason = error.code if not retryable else "attempts_exhausted"
+    final = ErrorInfo(
+        error.code,
+        error.message,
+        {**error.details, "attempts": failures},
+        error.solution or "Fix the cause, then retry the run from the failed step.",
+    )
+    return Transition(RunStatus.FAILED, state, "failed", reason=reason, error=final)

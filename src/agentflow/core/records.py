@@ -1,0 +1,115 @@
+"""Plain records of what is stored: workflows, versions, runs and steps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from datetime import datetime
+from decimal import Decimal
+from typing import Any, Self
+from uuid import UUID
+
+from agentflow.core.statuses import RunStatus
+
+
+class _FromRow:
+    @classmethod
+    def from_row(cls, row: Any) -> Self:
+        """Build from a database row (a mapping); extra columns are ignored."""
+        names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        return cls(**{k: v for k, v in dict(row).items() if k in names})
+
+
+@dataclass(frozen=True)
+class WorkflowRecord(_FromRow):
+    """A workflow: a name, a kind and the number of its newest version."""
+
+    workspace_id: UUID
+    id: UUID
+    name: str
+    kind: str
+    latest_version: int
+    draft: bool
+    enabled: bool
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class VersionRecord(_FromRow):
+    """An immutable config snapshot of a workflow."""
+
+    workspace_id: UUID
+    workflow_id: UUID
+    version: int
+    config: dict[str, Any]
+    content_hash: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class RunRecord(_FromRow):
+    """A run as stored; see docs/concepts.md for each field."""
+
+    workspace_id: UUID
+    id: UUID
+    workflow_id: UUID
+    workflow_version: int
+    status: RunStatus
+    status_reason: str | None
+    enrollment_key: str | None
+    input: Any
+    state: dict[str, Any]
+    output: Any
+    error: dict[str, Any] | None
+    step_seq: int
+    attempt: int
+    rescues: int
+    due_at: datetime | None
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    fencing_token: int
+    cancel_requested: bool
+    parent_run_id: UUID | None
+    input_tokens: int
+    output_tokens: int
+    cached_input_tokens: int
+    usd_cost: Decimal
+    created_at: datetime
+    started_at: datetime | None
+    updated_at: datetime
+    completed_at: datetime | None
+    canceled_at: datetime | None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", RunStatus(self.status))
+
+
+@dataclass(frozen=True)
+class StepRecord(_FromRow):
+    """One attempt of one step: the run's progress and audit log."""
+
+    id: int
+    run_id: UUID
+    seq: int
+    attempt: int
+    node_id: str | None
+    kind: str
+    name: str | None
+    status: str
+    input: Any
+    output: Any
+    error: dict[str, Any] | None
+    idempotency_key: str
+    worker: str | None
+    fencing_token: int
+    started_at: datetime
+    finished_at: datetime
+    input_tokens: int
+    output_tokens: int
+    cached_input_tokens: int
+    usd_cost: Decimal
+
+    @property
+    def duration_ms(self) -> float:
+        """How long the attempt ran, in milliseconds."""
+        return (self.finished_at - self.started_at).total_seconds() * 1000

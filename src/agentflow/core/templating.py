@@ -1,0 +1,50 @@
+"""Render ``{{ ... }}`` templates in node arguments with a sandboxed Jinja environment.
+
+A string that is one expression and nothing else (``"{{ payload.count }}"``) renders to
+the expression's value with its type kept; any other string renders to text.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from jinja2 import StrictUndefined, TemplateError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from agentflow.core.errors import StepFailure
+
+_ENV = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
+_SOLE_EXPRESSION = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\}\}).)+)\}\}\s*$", re.DOTALL)
+
+
+def render(value: Any, context: dict[str, Any]) -> Any:
+    """Render every template inside ``value`` (recursively through lists and dicts).
+
+    Raises:
+        StepFailure: code ``template_error``, not retryable, naming the template.
+    """
+    if isinstance(value, str):
+        return _render_text(value, context) if "{{" in value or "{%" in value else value
+    if isinstance(value, list):
+        return [render(item, context) for item in value]
+    if isinstance(value, dict):
+        return {key: render(item, context) for key, item in value.items()}
+    return value
+
+
+def _render_text(text: str, context: dict[str, Any]) -> Any:
+    try:
+        match = _SOLE_EXPRESSION.match(text)
+        if match:
+            return _ENV.compile_expression(match.group("expr").strip(), undefined_to_none=False)(
+                **context
+            )
+        return _ENV.from_string(text).render(**context)
+    except TemplateError as exc:
+        raise StepFailure(
+            "template_error",
+            f"template {text!r} failed: {exc}",
+            retryable=False,
+            solution="Check the names used in the template against payload, steps and run.",
+        ) from None

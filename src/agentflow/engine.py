@@ -1,0 +1,367 @@
+"""The composition root: the Python API a user or a test holds.
+
+Example:
+    >>> async with Engine.open() as engine:                # doctest: +SKIP
+    ...     published = await engine.publish_workflow(config_dict)
+    ...     run = await engine.start_run(published.workflow.id, {"account_id": "a1"})
+    ...     await engine.run_worker(until_idle=True)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+
+from agentflow.core import planner
+from agentflow.core.definitions import (
+    AgentConfig,
+    StructuredConfig,
+    config_document,
+    content_hash,
+    parse_config_text,
+    validate_config,
+)
+from agentflow.core.errors import ConflictError, NotFoundError
+from agentflow.core.records import RunRecord, StepRecord, VersionRecord, WorkflowRecord
+from agentflow.core.tools import ToolRegistry
+from agentflow.runtime import metrics
+from agentflow.runtime.worker import Worker
+from agentflow.settings import Settings
+from agentflow.store import migrate, reads, runs, workflows
+from agentflow.store.database import Database
+from agentflow.store.embedded import EmbeddedServer
+from agentflow.store.workflows import Published
+
+DEFAULT_WORKSPACE = UUID("00000000-0000-0000-0000-000000000001")
+
+
+class Engine:
+    """Publish workflows, start and inspect runs, run workers.
+
+    Open it with ``Engine.open()`` (an async context manager); every method takes an
+    optional ``workspace_id`` (the default workspace when omitted).
+    """
+
+    def __init__(self, db: Database, settings: Settings, embedded: EmbeddedServer | None) -> None:
+        self.db = db
+        self.settings = settings
+        self._embedded = embedded
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls, settings: Settings | None = None, *, migrate_schema: bool = True
+    ) -> AsyncIterator[Engine]:
+        """Connect (starting the embedded server when no URL is set) and migrate."""
+        engine = await cls.connect(settings, migrate_schema=migrate_schema)
+        try:
+            yield engine
+        finally:
+            await engine.close()
+
+    @classmethod
+    async def connect(
+        cls, settings: Settings | None = None, *, migrate_schema: bool = True
+    ) -> Engine:
+        """Like ``open`` without the context manager; call ``close()`` when done."""
+        settings = settings or Settings()
+        for module in settings.import_modules:
+            importlib.import_module(module)
+        embedded = None
+        url = settings.database_url
+        if url is None:
+            embedded = await asyncio.to_thread(EmbeddedServer, settings.data_dir)
+            url = embedded.url()
+        try:
+            if migrate_schema:
+                await upgrade_schema(url)
+            db = await Database.connect(url, settings)
+        except BaseException:
+            if embedded is not None:
+                embedded.stop()
+            raise
+        return cls(db, settings, embedded)
+
+    async def close(self) -> None:
+        """Close the pool; stop the embedded server if this was its last user."""
+        await self.db.close()
+        if self._embedded is not None:
+            await asyncio.to_thread(self._embedded.stop)
+
+    # Workflows -------------------------------------------------------------------------
+
+    async def publish_workflow(
+        self,
+        config: dict[str, Any] | str | Path | AgentConfig | StructuredConfig,
+        *,
+        draft: bool | None = None,
+        enabled: bool | None = None,
+        workspace_id: UUID = DEFAULT_WORKSPACE,
+    ) -> Published:
+        """Validate and publish a config: a new version unless its content is unchanged.
+
+        Args:
+            config: a dict, YAML/JSON text, a file path, or a parsed config.
+            draft / enabled: set the workflow's flags (None keeps them).
+
+        Raises:
+            ConfigError: the config is invalid (every offending path is listed).
+        """
+        parsed = _parse(config)
+        document = config_document(parsed)
+        return await workflows.publish(
+            self.db.pool, workspace_id, name=parsed.name, kind=parsed.kind, document=document,
+            digest=content_hash(document), draft=draft, enabled=enabled,
+        )  # fmt: skip
+
+    async def get_workflow(
+        self, ref: UUID | str, *, workspace_id: UUID = DEFAULT_WORKSPACE
+    ) -> WorkflowRecord:
+        """A workflow by id or name.
+
+        Raises:
+            NotFoundError: code ``workflow_not_found``.
+        """
+        found = None
+        if isinstance(ref, UUID) or _is_uuid(ref):
+            found = await workflows.get(self.db.pool, workspace_id, UUID(str(ref)))
+        if found is None and isinstance(ref, str):
+            found = await workflows.get_by_name(self.db.pool, workspace_id, ref)
+        if found is None:
+            raise NotFoundError("workflow_not_found", f"no workflow {ref!s} in this workspace")
+        return found
+
+    async def list_workflows(
+        self, *, workspace_id: UUID = DEFAULT_WORKSPACE
+    ) -> list[WorkflowRecord]:
+        """Every workflow in the workspace."""
+        return await workflows.list_all(self.db.pool, workspace_id)
+
+    async def get_version(
+        self, ref: UUID | str, version: int | None = None, *, workspace_id: UUID = DEFAULT_WORKSPACE
+    ) -> VersionRecord:
+        """A version of a workflow (the latest when ``version`` is None)."""
+        workflow = await self.get_workflow(ref, workspace_id=workspace_id)
+        number = version or workflow.latest_version
+        found = await workflows.get_version(self.db.pool, workspace_id, workflow.id, number)
+        if found is None:
+            raise NotFoundError(
+                "version_not_found", f"workflow {workflow.name!r} has no version {number}"
+            )
+        return found
+
+    async def set_flags(
+        self, ref: UUID | str, *, draft: bool | None = None, enabled: bool | None = None,
+        workspace_id: UUID = DEFAULT_WORKSPACE,
+    ) -> WorkflowRecord:  # fmt: skip
+        """Change a workflow's draft/enabled flags."""
+        workflow = await self.get_workflow(ref, workspace_id=workspace_id)
+        updated = await workflows.set_flags(
+            self.db.pool, workspace_id, workflow.id, draft=draft, enabled=enabled
+        )
+        assert updated is not None
+        return updated
+
+    # Runs ------------------------------------------------------------------------------
+
+    async def start_run(
+        self,
+        workflow: UUID | str,
+        payload: Any = None,
+        *,
+        version: int | None = None,
+        enrollment_key: str | None = None,
+        workspace_id: UUID = DEFAULT_WORKSPACE,
+    ) -> RunRecord:
+        """Start a run on the workflow's latest version (or ``version``).
+
+        Raises:
+            NotFoundError: no such workflow or version.
+            ConflictError: ``run_already_active`` when another active run holds the key.
+        """
+        record = await self.get_version(workflow, version, workspace_id=workspace_id)
+        config = validate_config(record.config)
+        if not isinstance(config, StructuredConfig):
+            raise ConflictError(
+                "kind_not_runnable",
+                f"workflow {config.name!r} is an agent workflow; this version of agentflow"
+                " validates and stores agent workflows but cannot run them yet",
+                solution="Run a structured workflow, or upgrade agentflow.",
+            )
+        state = planner.initial_state(config)
+        try:
+            run = await runs.start(
+                self.db.pool, workspace_id, uuid.uuid4(), record.workflow_id, record.version,
+                {} if payload is None else payload, state, enrollment_key,
+            )  # fmt: skip
+        except asyncpg.UniqueViolationError:
+            raise ConflictError(
+                "run_already_active",
+                f"a run of this workflow is already active for key {enrollment_key!r}",
+            ) from None
+        metrics.RUNS_STARTED.inc()
+        return run
+
+    async def get_run(
+        self, run_id: UUID | str, *, workspace_id: UUID = DEFAULT_WORKSPACE
+    ) -> RunRecord:
+        """A run by id.
+
+        Raises:
+            NotFoundError: code ``run_not_found``.
+        """
+        found = await reads.get_run(self.db.pool, workspace_id, _uuid(run_id, "run_not_found"))
+        if found is None:
+            raise NotFoundError("run_not_found", f"no run {run_id} in this workspace")
+        return found
+
+    async def list_runs(
+        self,
+        *,
+        workflow: UUID | str | None = None,
+        status: str | None = None,
+        limit: int = 50,
+        before: UUID | None = None,
+        workspace_id: UUID = DEFAULT_WORKSPACE,
+    ) -> list[RunRecord]:
+        """Runs, newest first, optionally of one workflow and/or status."""
+        workflow_id = (
+            (await self.get_workflow(workflow, workspace_id=workspace_id)).id if workflow else None
+        )
+        return await reads.list_runs(
+            self.db.pool,
+            workspace_id,
+            workflow_id=workflow_id,
+            status=status,
+            limit=limit,
+            before=before,
+        )
+
+    async def list_steps(
+        self, run_id: UUID | str, *, workspace_id: UUID = DEFAULT_WORKSPACE
+    ) -> list[StepRecord]:
+        """Every step attempt of a run, in order: its timeline."""
+        run = await self.get_run(run_id, workspace_id=workspace_id)
+        return await reads.list_steps(self.db.pool, workspace_id, run.id)
+
+    async def cancel_run(
+        self,
+        run_id: UUID | str,
+        *,
+        reason: str = "canceled_by_request",
+        workspace_id: UUID = DEFAULT_WORKSPACE,
+    ) -> RunRecord:
+        """Cancel a run: at once if it is not executing a step, else at its next step boundary.
+
+        Raises:
+            NotFoundError: no such run.
+            ConflictError: ``run_already_ended``.
+        """
+        run = await self.get_run(run_id, workspace_id=workspace_id)
+        updated = await runs.cancel(self.db.pool, workspace_id, run.id, reason)
+        if updated is None:
+            raise ConflictError(
+                "run_already_ended", f"run {run.id} has already ended ({run.status})"
+            )
+        if updated.status == "canceled":
+            metrics.RUNS_TERMINAL.labels("canceled").inc()
+        return updated
+
+    async def retry_run(
+        self, run_id: UUID | str, *, workspace_id: UUID = DEFAULT_WORKSPACE
+    ) -> RunRecord:
+        """Retry a failed run from its failed step.
+
+        Raises:
+            ConflictError: ``run_not_failed``, or ``run_already_active`` for its key.
+        """
+        run = await self.get_run(run_id, workspace_id=workspace_id)
+        try:
+            updated = await runs.retry(self.db.pool, workspace_id, run.id)
+        except asyncpg.UniqueViolationError:
+            raise ConflictError(
+                "run_already_active", "another run now holds this run's enrollment key"
+            ) from None
+        if updated is None:
+            raise ConflictError(
+                "run_not_failed", f"only failed runs can be retried; this one is {run.status}"
+            )
+        return updated
+
+    async def wait_for_run(
+        self, run_id: UUID | str, *, timeout: float = 60.0, workspace_id: UUID = DEFAULT_WORKSPACE
+    ) -> RunRecord:
+        """Poll until the run is terminal (or ``timeout`` seconds pass); return it."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            run = await self.get_run(run_id, workspace_id=workspace_id)
+            if run.status.is_terminal or asyncio.get_running_loop().time() > deadline:
+                return run
+            await asyncio.sleep(0.02)
+
+    # Workers ---------------------------------------------------------------------------
+
+    def worker(
+        self, *, concurrency: int | None = None, tools: ToolRegistry | None = None
+    ) -> Worker:
+        """A worker on this engine's database (call ``await worker.run()``)."""
+        return Worker(self.db, self.settings, concurrency=concurrency, tools=tools)
+
+    async def run_worker(self, *, concurrency: int | None = None, until_idle: bool = False) -> None:
+        """Run a worker; with ``until_idle``, stop once no run is active or due."""
+        worker = self.worker(concurrency=concurrency)
+        if not until_idle:
+            await worker.run()
+            return
+        task = asyncio.create_task(worker.run())
+        while not task.done():
+            await asyncio.sleep(0.05)
+            if await reads.count_active(self.db.pool) == 0:
+                worker.stop()
+        await task
+
+
+async def upgrade_schema(url: str) -> list[migrate.Migration]:
+    """Apply pending migrations on the database at ``url``."""
+    conn = await asyncpg.connect(url)
+    try:
+        return await migrate.upgrade(conn)
+    finally:
+        await conn.close()
+
+
+def _parse(
+    config: dict[str, Any] | str | Path | AgentConfig | StructuredConfig,
+) -> AgentConfig | StructuredConfig:
+    if isinstance(config, AgentConfig | StructuredConfig):
+        return config
+    if isinstance(config, Path):
+        return parse_config_text(config.read_text(), str(config))
+    if isinstance(config, str):
+        return parse_config_text(config)
+    return validate_config(config)
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _uuid(value: UUID | str, code: str) -> UUID:
+    if isinstance(value, UUID):
+        return value
+    try:
+        return UUID(value)
+    except ValueError:
+        raise NotFoundError(code, f"{value!r} is not a valid id") from None

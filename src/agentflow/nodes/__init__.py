@@ -1,0 +1,1 @@
+"""Node kinds: one module each, found through ``registry``."""

@@ -1,0 +1,52 @@
+"""The interface every node kind implements."""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Protocol
+
+from agentflow.core.node_specs import NodeSpec
+from agentflow.core.planner import NodeResult
+from agentflow.core.step_context import StepContext
+from agentflow.core.tools import ToolRegistry
+
+
+@dataclass(frozen=True)
+class NodeEnv:
+    """What the worker lends node runners.
+
+    Attributes:
+        tools: the registered tools.
+        executor: threads for sync tools (a sync tool that hangs keeps its thread).
+        template_context: ``payload``, ``steps`` and ``run`` for rendering templates.
+    """
+
+    tools: ToolRegistry
+    executor: Executor | None
+    template_context: dict[str, Any]
+
+    async def call_sync(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        """Run a blocking function on the tool threads."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.executor, lambda: fn(*args, **kwargs))
+
+
+class NodeRunner(Protocol):
+    """Executes one kind of node; must not touch the database (the checkpoint does)."""
+
+    kind: str
+
+    def describe(self, node: NodeSpec) -> str | None:
+        """A short name for the step log (e.g. the tool's name)."""
+        ...
+
+    def timeout_override(self, node: NodeSpec, env: NodeEnv) -> timedelta | None:
+        """A kind-specific default timeout (e.g. the tool's own), or None."""
+        ...
+
+    async def run(self, node: NodeSpec, ctx: StepContext, env: NodeEnv) -> tuple[Any, NodeResult]:
+        """Execute the node; return the rendered input (for the log) and the result."""
+        ...

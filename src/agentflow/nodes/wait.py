@@ -1,0 +1,52 @@
+"""The ``wait`` node: sleep durably (the run leaves the worker until it is due)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from agentflow.core.errors import StepFailure
+from agentflow.core.node_specs import NodeSpec, WaitNode
+from agentflow.core.planner import NodeResult
+from agentflow.core.step_context import StepContext
+from agentflow.core.templating import render
+from agentflow.nodes.base import NodeEnv
+
+
+class WaitRunner:
+    """Turn the node into a wake time; the checkpoint stores it in database time."""
+
+    kind = "wait"
+
+    def describe(self, node: NodeSpec) -> str | None:
+        """No extra name."""
+        return None
+
+    def timeout_override(self, node: NodeSpec, env: NodeEnv) -> timedelta | None:
+        """No override."""
+        return None
+
+    async def run(self, node: NodeSpec, ctx: StepContext, env: NodeEnv) -> tuple[Any, NodeResult]:
+        """Return the duration or the rendered ``until`` time."""
+        assert isinstance(node, WaitNode)
+        if node.duration is not None:
+            seconds = node.duration.total_seconds()
+            return {"duration": seconds}, NodeResult({"slept": seconds}, wake_after=node.duration)
+        until = render(node.until, env.template_context)
+        try:
+            when = until if isinstance(until, datetime) else datetime.fromisoformat(str(until))
+        except ValueError:
+            raise StepFailure(
+                "invalid_wait_until",
+                f"wait 'until' rendered to {until!r}, which is not an ISO 8601 timestamp",
+                retryable=False,
+                solution="Make 'until' render to a timestamp such as 2026-01-31T09:00:00Z.",
+            ) from None
+        if when.tzinfo is None:
+            raise StepFailure(
+                "invalid_wait_until",
+                f"wait 'until' {until!r} has no time zone",
+                retryable=False,
+                solution="Add a UTC offset, for example 'Z' or '+02:00'.",
+            )
+        return {"until": when.isoformat()}, NodeResult({"until": when.isoformat()}, wake_at=when)

@@ -1,0 +1,1 @@
+"""Loops that apply the core's decisions: the worker and its wake-ups."""

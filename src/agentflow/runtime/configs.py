@@ -1,0 +1,38 @@
+"""A cache of parsed workflow versions (they are immutable, so caching is always safe)."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+import asyncpg
+
+from agentflow.core.definitions import AgentConfig, StructuredConfig, validate_config
+from agentflow.core.errors import NotFoundError
+from agentflow.store import workflows
+
+
+class ConfigCache:
+    """Parsed configs by (workspace, workflow, version)."""
+
+    def __init__(self, pool: asyncpg.Pool, size: int = 1024) -> None:
+        self._pool = pool
+        self._size = size
+        self._items: dict[tuple[UUID, UUID, int], AgentConfig | StructuredConfig] = {}
+
+    async def get(
+        self, workspace_id: UUID, workflow_id: UUID, version: int
+    ) -> AgentConfig | StructuredConfig:
+        """The parsed config of one version."""
+        key = (workspace_id, workflow_id, version)
+        config = self._items.get(key)
+        if config is None:
+            record = await workflows.get_version(self._pool, workspace_id, workflow_id, version)
+            if record is None:
+                raise NotFoundError(
+                    "version_not_found", f"workflow {workflow_id} has no version {version}"
+                )
+            config = validate_config(record.config)
+            if len(self._items) >= self._size:
+                self._items.pop(next(iter(self._items)))
+            self._items[key] = config
+        return config

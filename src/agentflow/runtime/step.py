@@ -1,0 +1,207 @@
+"""Execute one step attempt of a claimed run and describe its checkpoint.
+
+Nothing here writes to the database: the worker checkpoints what this returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import traceback
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from agentflow.core import planner
+from agentflow.core.definitions import StructuredConfig
+from agentflow.core.errors import ErrorInfo, StepFailure
+from agentflow.core.planner import NodeResult, Transition
+from agentflow.core.records import RunRecord
+from agentflow.core.statuses import RunStatus
+from agentflow.core.step_context import StepContext
+from agentflow.nodes.base import NodeEnv
+from agentflow.nodes.registry import runner_for
+from agentflow.store import json_codec
+from agentflow.store.runs import RunWrite, StepWrite
+
+_rand = random.Random()
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """What the checkpoint of one attempt writes."""
+
+    transition: Transition
+    run: RunWrite
+    step: StepWrite
+    tasks: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where a held run is between steps (it changes only at checkpoints)."""
+
+    state: dict[str, Any]
+    step_seq: int
+    attempt: int  # failed attempts of the current step
+
+    @classmethod
+    def of(cls, run: RunRecord) -> Cursor:
+        """The cursor of a freshly claimed run."""
+        return cls(run.state, run.step_seq, run.attempt)
+
+    def after(self, outcome: StepOutcome) -> Cursor:
+        """The cursor after ``outcome`` was checkpointed."""
+        t = outcome.transition
+        if t.advances:
+            return Cursor(t.state, self.step_seq + 1, 0)
+        return Cursor(t.state, self.step_seq, self.attempt + 1)
+
+
+async def execute(
+    config: StructuredConfig,
+    run: RunRecord,
+    cursor: Cursor,
+    tools_env: NodeEnv,
+    token: int,
+) -> StepOutcome:
+    """Run the current node once, with its timeout, and decide how the run moves."""
+    node = planner.current_node(config, cursor.state)
+    attempt = cursor.attempt + 1
+    if node is None:  # defensive: a run with nothing left completes
+        transition = Transition(RunStatus.COMPLETED, cursor.state, "completed")
+        return _outcome(
+            transition, cursor, attempt, None, "finish", None, None, None, None, 0.0, []
+        )
+    ctx = StepContext(
+        workspace_id=run.workspace_id,
+        run_id=run.id,
+        workflow_id=run.workflow_id,
+        step_seq=cursor.step_seq,
+        attempt=attempt,
+        fencing_token=token,
+        payload=run.input if isinstance(run.input, dict) else {"value": run.input},
+    )
+    env = NodeEnv(
+        tools_env.tools,
+        tools_env.executor,
+        {
+            "payload": run.input,
+            "steps": cursor.state.get("steps", {}),
+            "run": {
+                "id": str(run.id),
+                "workflow_id": str(run.workflow_id),
+                "step": cursor.step_seq,
+            },
+        },
+    )
+    started = time.monotonic()
+    step_input: Any = None
+    name: str | None = None
+    try:
+        runner = runner_for(node.type)
+        name = runner.describe(node)
+        timeout = planner.step_timeout(config, node, runner.timeout_override(node, env))
+        try:
+            step_input, result = await asyncio.wait_for(runner.run(node, ctx, env), timeout)
+        except TimeoutError:
+            raise StepFailure(
+                "step_timeout",
+                f"step {node.id!r} did not finish within {timeout:g}s",
+                solution="Make the step faster or raise its 'timeout'.",
+            ) from None
+        json_codec.encode(result.output)  # refuse what jsonb cannot store, as a step failure
+        json_codec.encode(step_input)
+        transition = planner.on_success(config, cursor.state, node, result)
+        error = None
+        tasks = [_task_doc(t) for t in ctx.tasks]
+    except StepFailure as failure:
+        transition, error, tasks = _failed(config, node, cursor, failure.info, failure.retryable)
+        result = NodeResult()
+    except json_codec.UnstorableJson as exc:
+        info = ErrorInfo(
+            "output_not_storable",
+            f"step {node.id!r} returned a value that cannot be stored: {exc}",
+            solution="Return JSON data (dicts, lists, strings, numbers) without NUL characters.",
+        )
+        transition, error, tasks = _failed(config, node, cursor, info, False)
+        result, step_input = NodeResult(), None
+    except Exception as exc:  # a tool's own bug or outage: retry per policy
+        info = ErrorInfo(
+            "step_exception",
+            f"{type(exc).__name__}: {exc}",
+            {"type": type(exc).__name__, "traceback": traceback.format_exc(limit=8)[-4000:]},
+        )
+        transition, error, tasks = _failed(config, node, cursor, info, True)
+        result = NodeResult()
+    duration = time.monotonic() - started
+    output = result.output if transition.advances else None
+    return _outcome(
+        transition,
+        cursor,
+        attempt,
+        node.id,
+        node.type,
+        name,
+        step_input,
+        output,
+        error,
+        duration,
+        tasks,
+    )
+
+
+def _failed(
+    config: StructuredConfig, node: Any, cursor: Cursor, info: ErrorInfo, retryable: bool
+) -> tuple[Transition, ErrorInfo, list[dict[str, Any]]]:
+    policy = planner.retry_policy(config, node)
+    transition = planner.on_failure(
+        policy, cursor.state, cursor.attempt + 1, info, retryable, _rand.random
+    )
+    return transition, info, []
+
+
+def _outcome(
+    transition: Transition,
+    cursor: Cursor,
+    attempt: int,
+    node_id: str | None,
+    kind: str,
+    name: str | None,
+    step_input: Any,
+    output: Any,
+    error: ErrorInfo | None,
+    duration: float,
+    tasks: list[dict[str, Any]],
+) -> StepOutcome:
+    run_error = transition.error.to_json() if transition.error else None
+    run = RunWrite(
+        status=transition.status.value,
+        status_reason=transition.reason,
+        state=transition.state,
+        output=transition.output if transition.status.is_terminal else None,
+        error=run_error,
+        advance=transition.advances,
+        wake_after=transition.wake_after.total_seconds() if transition.wake_after else None,
+        wake_at=transition.wake_at,
+    )
+    step = StepWrite(
+        seq=cursor.step_seq,
+        attempt=attempt,
+        node_id=node_id,
+        kind=kind,
+        name=name,
+        status=transition.step_status,
+        input=step_input,
+        output=output,
+        error=error.to_json() if error else None,
+        duration=duration,
+    )
+    return StepOutcome(transition, run, step, tasks)
+
+
+def _task_doc(task: Any) -> dict[str, Any]:
+    doc = asdict(task)
+    if doc.get("due_at") is not None:
+        doc["due_at"] = doc["due_at"].isoformat()
+    return doc

@@ -1,0 +1,276 @@
+"""The worker: claims due runs, drives each through its steps, keeps its leases.
+
+One worker process runs up to ``concurrency`` runs at once on one event loop. It sleeps
+until the earliest due run (read from the index), a NOTIFY, or the poll interval,
+whichever comes first; there are no in-memory timers, so waiting runs cost it nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+import socket
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from uuid import UUID
+
+import asyncpg
+
+from agentflow.core.definitions import StructuredConfig
+from agentflow.core.errors import ErrorInfo
+from agentflow.core.planner import Transition
+from agentflow.core.records import RunRecord
+from agentflow.core.statuses import RunStatus
+from agentflow.core.tools import ToolRegistry, default_registry
+from agentflow.nodes.base import NodeEnv
+from agentflow.runtime import metrics, step
+from agentflow.runtime.configs import ConfigCache
+from agentflow.runtime.failpoints import failpoint
+from agentflow.settings import Settings
+from agentflow.store import runs
+from agentflow.store.database import Database
+
+logger = logging.getLogger(__name__)
+
+# Errors that mean "the database is unreachable or restarting": worth retrying.
+_DB_ERRORS = (
+    OSError,
+    TimeoutError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.OperatorInterventionError,
+    asyncpg.ConnectionDoesNotExistError,
+    asyncpg.QueryCanceledError,
+)
+
+
+class Worker:
+    """Executes runs until stopped.
+
+    Args:
+        db: the database.
+        settings: lease TTL, poll interval, concurrency, rescue limit.
+        tools: the tool registry (default: every ``@agentflow.tool``).
+        concurrency: overrides ``settings.worker_concurrency``.
+        name: the lease owner name; unique per worker (default host:pid:random).
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        settings: Settings,
+        *,
+        tools: ToolRegistry | None = None,
+        concurrency: int | None = None,
+        name: str | None = None,
+    ) -> None:
+        self.db = db
+        self.settings = settings
+        self.concurrency = concurrency or settings.worker_concurrency
+        self.name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self._tools = tools or default_registry
+        self._configs = ConfigCache(db.pool)
+        self._executor = ThreadPoolExecutor(self.concurrency, thread_name_prefix="agentflow-tool")
+        self._env = NodeEnv(self._tools, self._executor, {})
+        self._wake = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._drivers: dict[UUID, asyncio.Task[None]] = {}
+        self._held: dict[UUID, tuple[UUID, UUID, int]] = {}
+        self._steps: dict[UUID, asyncio.Future[step.StepOutcome]] = {}
+        self._planned_wake = 0.0
+
+    def stop(self) -> None:
+        """Stop claiming; running runs finish their current step and are released."""
+        self._stopping.set()
+        self._wake.set()
+
+    def wake(self) -> None:
+        """Look for due runs now (called on NOTIFY)."""
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Work until ``stop()``; then wait for in-flight steps and release their runs."""
+        listener = await self._listen()
+        heartbeat = asyncio.create_task(self._heartbeat_loop(), name="agentflow-heartbeat")
+        try:
+            await self._claim_loop()
+        finally:
+            if self._drivers:
+                await asyncio.gather(*self._drivers.values(), return_exceptions=True)
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
+            if listener is not None:
+                with contextlib.suppress(*_DB_ERRORS):
+                    await listener.close()
+            self._executor.shutdown(wait=False, cancel_futures=True)
+
+    async def _listen(self) -> asyncpg.Connection | None:
+        try:
+            return await self.db.listen(lambda _payload: self._wake.set())
+        except _DB_ERRORS as exc:  # polling still works; NOTIFY only wakes early
+            logger.warning("LISTEN failed (%s); relying on polling", exc)
+            return None
+
+    async def _claim_loop(self) -> None:
+        backoff = 0.0
+        while not self._stopping.is_set():
+            self._wake.clear()
+            free = self.concurrency - len(self._drivers)
+            claimed: list[runs.Claimed] = []
+            try:
+                if free > 0:
+                    claimed = await runs.claim(
+                        self.db.pool,
+                        self.name,
+                        free,
+                        self.settings.lease_ttl,
+                        self.settings.max_rescues,
+                    )
+                    failpoint("after_claim")
+                    for item in claimed:
+                        self._accept(item)
+                    if len(claimed) == free:
+                        continue
+                delay = await self._sleep_for(free > 0 and not claimed)
+                backoff = 0.0
+            except _DB_ERRORS as exc:
+                backoff = min(max(backoff * 2, 0.1), 5 * self.settings.poll_interval)
+                logger.warning("claim failed (%s); retrying in %.1fs", exc, backoff)
+                delay = backoff
+            self._planned_wake = time.monotonic() + delay
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), delay)
+
+    async def _sleep_for(self, idle: bool) -> float:
+        delay = self.settings.poll_interval
+        if len(self._drivers) < self.concurrency:
+            due = await runs.seconds_to_next_due(self.db.pool)
+            if due is not None:
+                # Overdue runs locked by another worker: look again soon, without spinning.
+                delay = min(delay, max(due, 0.01 if idle else 0.0))
+        return delay
+
+    def _accept(self, item: runs.Claimed) -> None:
+        metrics.CLAIMS.inc()
+        if item.rescued:
+            metrics.RESCUES.inc()
+        run = item.run
+        if run.status != RunStatus.IN_PROGRESS:
+            metrics.RUNS_TERMINAL.labels(run.status.value).inc()
+            logger.warning("run %s ended at claim: %s", run.id, run.status_reason)
+            return
+        self._held[run.id] = (run.workspace_id, run.id, run.fencing_token)
+        task = asyncio.create_task(self._drive(run), name=f"agentflow-run-{run.id}")
+        self._drivers[run.id] = task
+        task.add_done_callback(functools.partial(self._forget, run.id))
+
+    def _forget(self, run_id: UUID, _task: object = None) -> None:
+        self._drivers.pop(run_id, None)
+        self._held.pop(run_id, None)
+        self._wake.set()  # a slot is free
+
+    async def _drive(self, run: RunRecord) -> None:
+        token = run.fencing_token
+        try:
+            config = await self._configs.get(
+                run.workspace_id, run.workflow_id, run.workflow_version
+            )
+            if not isinstance(config, StructuredConfig):
+                await self._fail_unrunnable(run, token)
+                return
+            cursor = step.Cursor.of(run)
+            while True:
+                failpoint("before_step")
+                future = asyncio.ensure_future(step.execute(config, run, cursor, self._env, token))
+                self._steps[run.id] = future
+                try:
+                    outcome = await future
+                finally:
+                    self._steps.pop(run.id, None)
+                failpoint("after_step")
+                if not await self._checkpoint(run, token, outcome):
+                    return
+                cursor = cursor.after(outcome)
+                if self._stopping.is_set():
+                    with contextlib.suppress(*_DB_ERRORS):
+                        await runs.release(self.db.pool, run.workspace_id, run.id, token, self.name)
+                    return
+        except asyncio.CancelledError:
+            logger.info("run %s: lease lost during its step; result discarded", run.id)
+        except _DB_ERRORS as exc:
+            # The checkpoint may or may not have committed; either way the fence keeps the
+            # run consistent. Hand it back so a worker continues from what is stored.
+            logger.warning("run %s: database error (%s); releasing", run.id, exc)
+            with contextlib.suppress(*_DB_ERRORS):
+                await runs.release(self.db.pool, run.workspace_id, run.id, token, self.name)
+        except Exception:
+            # Not released on purpose: the lease expires and the rescue limit bounds a run
+            # that fails this way every time (it ends failed with worker_lost).
+            logger.exception("run %s: unexpected worker error; its lease will expire", run.id)
+
+    async def _checkpoint(self, run: RunRecord, token: int, outcome: step.StepOutcome) -> bool:
+        """Write the outcome; return True when the run still has immediate work here."""
+        failpoint("before_checkpoint")
+        done = await runs.checkpoint(
+            self.db.pool, run.workspace_id, run.id, token, self.name, self.settings.lease_ttl,
+            outcome.run, outcome.step, outcome.tasks,
+        )  # fmt: skip
+        failpoint("after_checkpoint")
+        if done is None:
+            metrics.FENCED.inc()
+            logger.warning(
+                "run %s: lease lost; checkpoint of step %s discarded", run.id, outcome.step.seq
+            )
+            return False
+        metrics.STEPS.labels(outcome.step.status).inc()
+        status = RunStatus(done.status)
+        if done.cancel_requested and not status.is_terminal:
+            if await runs.finish_cancel(self.db.pool, run.workspace_id, run.id, token, self.name):
+                metrics.RUNS_TERMINAL.labels("canceled").inc()
+            return False
+        if status.is_terminal:
+            metrics.RUNS_TERMINAL.labels(status.value).inc()
+        if status == RunStatus.WAITING and done.due_in is not None:
+            due = time.monotonic() + max(done.due_in, 0.0)
+            if due < self._planned_wake:
+                self._planned_wake = due
+                self._wake.set()
+        return status == RunStatus.IN_PROGRESS
+
+    async def _fail_unrunnable(self, run: RunRecord, token: int) -> None:
+        error = ErrorInfo(
+            "kind_not_runnable",
+            "agent workflows cannot run in this version of agentflow yet",
+            solution="Use a structured workflow, or upgrade agentflow.",
+        )
+        outcome = step.StepOutcome(
+            transition=Transition(RunStatus.FAILED, run.state, "failed", error=error),
+            run=runs.RunWrite(
+                "failed", "kind_not_runnable", run.state, None, error.to_json(), False
+            ),
+            step=runs.StepWrite(
+                run.step_seq, run.attempt + 1, None, "agent", None, "failed", None, None,
+                error.to_json(), 0.0,
+            ),
+            tasks=[],
+        )  # fmt: skip
+        await self._checkpoint(run, token, outcome)
+
+    async def _heartbeat_loop(self) -> None:
+        interval = self.settings.lease_ttl / 3
+        while True:
+            await asyncio.sleep(interval)
+            held = list(self._held.values())
+            try:
+                kept = await runs.heartbeat(self.db.pool, self.name, held, self.settings.lease_ttl)
+            except _DB_ERRORS as exc:
+                logger.warning("heartbeat failed: %s", exc)
+                continue
+            for _ws, run_id, _token in held:
+                future = self._steps.get(run_id)
+                if run_id not in kept and future is not None and run_id in self._held:
+                    future.cancel()  # lease lost: stop wasting work; the fence rejects it anyway

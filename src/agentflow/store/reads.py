@@ -1,0 +1,71 @@
+"""Read queries for runs and their steps (lists, details, queue figures)."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+
+from agentflow.core.records import RunRecord, StepRecord
+
+
+async def get_run(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID) -> RunRecord | None:
+    """One run."""
+    row = await pool.fetchrow(
+        "SELECT * FROM runs WHERE workspace_id = $1 AND id = $2", workspace_id, run_id
+    )
+    return RunRecord.from_row(row) if row else None
+
+
+async def list_runs(
+    pool: asyncpg.Pool,
+    workspace_id: UUID,
+    *,
+    workflow_id: UUID | None,
+    status: str | None,
+    limit: int,
+    before: UUID | None,
+) -> list[RunRecord]:
+    """Runs newest first; ``before`` continues a listing after that run."""
+    rows = await pool.fetch(
+        "SELECT * FROM runs WHERE workspace_id = $1"
+        " AND ($2::uuid IS NULL OR workflow_id = $2)"
+        " AND ($3::text IS NULL OR status = $3)"
+        " AND ($5::uuid IS NULL OR (created_at, id) <"
+        "      (SELECT created_at, id FROM runs WHERE workspace_id = $1 AND id = $5))"
+        " ORDER BY created_at DESC, id DESC LIMIT $4",
+        workspace_id, workflow_id, status, limit, before,
+    )  # fmt: skip
+    return [RunRecord.from_row(r) for r in rows]
+
+
+async def list_steps(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID) -> list[StepRecord]:
+    """Every attempt of every step of a run, in order."""
+    rows = await pool.fetch(
+        "SELECT * FROM run_steps WHERE workspace_id = $1 AND run_id = $2 ORDER BY id",
+        workspace_id,
+        run_id,
+    )
+    return [StepRecord.from_row(r) for r in rows]
+
+
+async def count_active(pool: asyncpg.Pool) -> int:
+    """Runs that a worker will still pick up (due now or later)."""
+    return int(await pool.fetchval("SELECT count(*) FROM runs WHERE due_at IS NOT NULL"))
+
+
+async def queue_figures(pool: asyncpg.Pool) -> dict[str, Any]:
+    """Queue depth (due and unclaimed), oldest ready age, and runs by status."""
+    row = await pool.fetchrow(
+        "SELECT count(*) FILTER (WHERE lease_owner IS NULL) AS depth,"
+        " coalesce(extract(epoch FROM clock_timestamp() - min(due_at) FILTER"
+        "   (WHERE lease_owner IS NULL)), 0)::float8 AS oldest"
+        " FROM runs WHERE due_at <= clock_timestamp()"
+    )
+    by_status = await pool.fetch("SELECT status, count(*) AS n FROM runs GROUP BY status")
+    return {
+        "depth": int(row["depth"]) if row else 0,
+        "oldest_ready_seconds": float(row["oldest"]) if row else 0.0,
+        "by_status": {r["status"]: int(r["n"]) for r in by_status},
+    }

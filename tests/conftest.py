@@ -1,0 +1,47 @@
+"""Fixtures: a real PostgreSQL, a fresh database per test, an engine on it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from agentflow.engine import Engine
+from agentflow.settings import Settings
+from tests.support.db import TestServer
+
+
+@pytest.fixture(scope="session")
+async def pg_server() -> AsyncIterator[TestServer]:
+    server = TestServer()
+    await server.create_template()
+    yield server
+    await server.close()
+
+
+@pytest.fixture
+async def database_url(pg_server: TestServer) -> AsyncIterator[str]:
+    name, url = await pg_server.create_database()
+    yield url
+    await pg_server.drop_database(name)
+
+
+def make_settings(url: str, **overrides: object) -> Settings:
+    """Settings for tests: short leases and polls so faults resolve in seconds."""
+    values: dict[str, object] = {
+        "database_url": url,
+        "lease_ttl": 3.0,
+        "poll_interval": 0.2,
+        "worker_concurrency": 8,
+        "pool_min_size": 1,
+        "pool_max_size": 10,
+    }
+    values.update(overrides)
+    return Settings(**values)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+async def engine(database_url: str) -> AsyncIterator[Engine]:
+    eng = await Engine.connect(make_settings(database_url), migrate_schema=False)
+    yield eng
+    await eng.close()

@@ -1,0 +1,1 @@
+"""Shared test support: the database server, tools, recording HTTP server."""

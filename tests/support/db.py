@@ -1,0 +1,74 @@
+"""A PostgreSQL server for the tests, and a fresh database per test cloned from a template.
+
+The embedded server (pgserver) is used unless AGENTFLOW_TEST_DATABASE_URL names one. The
+template is migrated once per session; each test gets ``CREATE DATABASE ... TEMPLATE``,
+which copies the migrated schema in milliseconds.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+
+from agentflow.engine import upgrade_schema
+from agentflow.store.embedded import EmbeddedServer
+
+
+def with_database(url: str, name: str) -> str:
+    """``url`` pointing at database ``name``."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
+
+
+class TestServer:
+    """The server and the template database of one test session."""
+
+    def __init__(self) -> None:
+        self._embedded: EmbeddedServer | None = None
+        url = os.environ.get("AGENTFLOW_TEST_DATABASE_URL")
+        if not url:
+            data_dir = Path(tempfile.mkdtemp(prefix="agentflow-test-"))
+            self._embedded = EmbeddedServer(data_dir)
+            url = self._embedded.url("postgres")
+        self.admin_url = with_database(url, "postgres") if self._embedded else url
+        self.template = f"agentflow_tpl_{os.getpid()}"
+        self.pgdata = self._embedded.pgdata if self._embedded else None
+
+    async def create_template(self) -> None:
+        conn = await asyncpg.connect(self.admin_url)
+        try:
+            await conn.execute(f"DROP DATABASE IF EXISTS {self.template} WITH (FORCE)")
+            await conn.execute(f"CREATE DATABASE {self.template}")
+        finally:
+            await conn.close()
+        await upgrade_schema(with_database(self.admin_url, self.template))
+
+    async def create_database(self) -> tuple[str, str]:
+        name = f"agentflow_t_{uuid.uuid4().hex[:12]}"
+        conn = await asyncpg.connect(self.admin_url)
+        try:
+            await conn.execute(f"CREATE DATABASE {name} TEMPLATE {self.template} STRATEGY FILE_COPY")
+        finally:
+            await conn.close()
+        return name, with_database(self.admin_url, name)
+
+    async def drop_database(self, name: str) -> None:
+        conn = await asyncpg.connect(self.admin_url)
+        try:
+            await conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        finally:
+            await conn.close()
+
+    async def close(self) -> None:
+        conn = await asyncpg.connect(self.admin_url)
+        try:
+            await conn.execute(f"DROP DATABASE IF EXISTS {self.template} WITH (FORCE)")
+        finally:
+            await conn.close()
+        if self._embedded is not None:
+            self._embedded.stop()
