@@ -68,9 +68,7 @@ class Engine:
             await engine.close()
 
     @classmethod
-    async def connect(
-        cls, settings: Settings | None = None, *, migrate_schema: bool = True
-    ) -> Engine:
+    async def connect(cls, settings: Settings | None = None, *, migrate_schema: bool = True) -> Engine:
         """Like ``open`` without the context manager; call ``close()`` when done."""
         settings = settings or Settings()
         for module in settings.import_modules:
@@ -139,9 +137,7 @@ class Engine:
             raise NotFoundError("workflow_not_found", f"no workflow {ref!s} in this workspace")
         return found
 
-    async def list_workflows(
-        self, *, workspace_id: UUID = DEFAULT_WORKSPACE
-    ) -> list[WorkflowRecord]:
+    async def list_workflows(self, *, workspace_id: UUID = DEFAULT_WORKSPACE) -> list[WorkflowRecord]:
         """Every workflow in the workspace."""
         return await workflows.list_all(self.db.pool, workspace_id)
 
@@ -153,9 +149,7 @@ class Engine:
         number = version or workflow.latest_version
         found = await workflows.get_version(self.db.pool, workspace_id, workflow.id, number)
         if found is None:
-            raise NotFoundError(
-                "version_not_found", f"workflow {workflow.name!r} has no version {number}"
-            )
+            raise NotFoundError("version_not_found", f"workflow {workflow.name!r} has no version {number}")
         return found
 
     async def set_flags(
@@ -210,9 +204,7 @@ class Engine:
         metrics.RUNS_STARTED.inc()
         return run
 
-    async def get_run(
-        self, run_id: UUID | str, *, workspace_id: UUID = DEFAULT_WORKSPACE
-    ) -> RunRecord:
+    async def get_run(self, run_id: UUID | str, *, workspace_id: UUID = DEFAULT_WORKSPACE) -> RunRecord:
         """A run by id.
 
         Raises:
@@ -233,9 +225,7 @@ class Engine:
         workspace_id: UUID = DEFAULT_WORKSPACE,
     ) -> list[RunRecord]:
         """Runs, newest first, optionally of one workflow and/or status."""
-        workflow_id = (
-            (await self.get_workflow(workflow, workspace_id=workspace_id)).id if workflow else None
-        )
+        workflow_id = (await self.get_workflow(workflow, workspace_id=workspace_id)).id if workflow else None
         return await reads.list_runs(
             self.db.pool,
             workspace_id,
@@ -268,16 +258,12 @@ class Engine:
         run = await self.get_run(run_id, workspace_id=workspace_id)
         updated = await runs.cancel(self.db.pool, workspace_id, run.id, reason)
         if updated is None:
-            raise ConflictError(
-                "run_already_ended", f"run {run.id} has already ended ({run.status})"
-            )
+            raise ConflictError("run_already_ended", f"run {run.id} has already ended ({run.status})")
         if updated.status == "canceled":
             metrics.RUNS_TERMINAL.labels("canceled").inc()
         return updated
 
-    async def retry_run(
-        self, run_id: UUID | str, *, workspace_id: UUID = DEFAULT_WORKSPACE
-    ) -> RunRecord:
+    async def retry_run(self, run_id: UUID | str, *, workspace_id: UUID = DEFAULT_WORKSPACE) -> RunRecord:
         """Retry a failed run from its failed step.
 
         Raises:
@@ -309,9 +295,7 @@ class Engine:
 
     # Workers ---------------------------------------------------------------------------
 
-    def worker(
-        self, *, concurrency: int | None = None, tools: ToolRegistry | None = None
-    ) -> Worker:
+    def worker(self, *, concurrency: int | None = None, tools: ToolRegistry | None = None) -> Worker:
         """A worker on this engine's database (call ``await worker.run()``)."""
         return Worker(self.db, self.settings, concurrency=concurrency, tools=tools)
 

@@ -78,7 +78,16 @@ async def test_wait_never_fires_early_and_releases_the_worker(engine: Engine, wo
 async def test_retries_with_backoff_then_succeeds(engine: Engine, worker: Worker) -> None:
     retry = {"max_attempts": 4, "initial_delay": "0.2s", "backoff_factor": 2, "jitter": 0}
     await engine.publish_workflow(
-        flow("flaky", {"id": "f", "type": "tool", "tool": "flaky", "args": {"key": "t1", "fail_times": 2}, "retry": retry})
+        flow(
+            "flaky",
+            {
+                "id": "f",
+                "type": "tool",
+                "tool": "flaky",
+                "args": {"key": "t1", "fail_times": 2},
+                "retry": retry,
+            },
+        )
     )
     run = await engine.start_run("flaky")
     done = await engine.wait_for_run(run.id, timeout=10)
@@ -99,7 +108,13 @@ async def test_exhausted_attempts_fail_with_structured_error_then_retry_from_ste
         flow(
             "doomed",
             {"id": "ok", "type": "tool", "tool": "echo", "args": {"value": "first"}},
-            {"id": "bad", "type": "tool", "tool": "flaky", "args": {"key": "t2", "fail_times": 2}, "retry": retry},
+            {
+                "id": "bad",
+                "type": "tool",
+                "tool": "flaky",
+                "args": {"key": "t2", "fail_times": 2},
+                "retry": retry,
+            },
         )
     )
     run = await engine.start_run("doomed")
@@ -134,13 +149,27 @@ async def test_hanging_steps_time_out(engine: Engine, worker: Worker) -> None:
     await engine.publish_workflow(
         flow(
             "hangs",
-            {"id": "async_hang", "type": "tool", "tool": "sleepy", "args": {"seconds": 30}, "timeout": "0.3s", "retry": retry},
+            {
+                "id": "async_hang",
+                "type": "tool",
+                "tool": "sleepy",
+                "args": {"seconds": 30},
+                "timeout": "0.3s",
+                "retry": retry,
+            },
         )
     )
     await engine.publish_workflow(
         flow(
             "hangs_sync",
-            {"id": "sync_hang", "type": "tool", "tool": "blocking_sleep", "args": {"seconds": 3}, "timeout": "0.3s", "retry": retry},
+            {
+                "id": "sync_hang",
+                "type": "tool",
+                "tool": "blocking_sleep",
+                "args": {"seconds": 3},
+                "timeout": "0.3s",
+                "retry": retry,
+            },
         )
     )
     for name in ("hangs", "hangs_sync"):
@@ -161,7 +190,9 @@ async def test_unstorable_output_fails_cleanly(engine: Engine, worker: Worker) -
 
 
 async def test_cancel_waiting_run_is_immediate(engine: Engine, worker: Worker) -> None:
-    await engine.publish_workflow(flow("long_nap", {"id": "nap", "type": "wait", "duration": "1h"}, {"id": "x", "type": "finish"}))
+    await engine.publish_workflow(
+        flow("long_nap", {"id": "nap", "type": "wait", "duration": "1h"}, {"id": "x", "type": "finish"})
+    )
     run = await engine.start_run("long_nap")
     for _ in range(100):
         if (await engine.get_run(run.id)).status == "waiting":

@@ -170,9 +170,7 @@ def _validate_node(raw: Any, path: str, errors: list[dict[str, str]]) -> NodeSpe
     spec = NODE_SPECS.get(kind) if isinstance(kind, str) else None
     if spec is None:
         known = ", ".join(sorted(NODE_SPECS))
-        errors.append(
-            {"path": f"{path}.type", "message": f"unknown node type {kind!r}; known: {known}"}
-        )
+        errors.append({"path": f"{path}.type", "message": f"unknown node type {kind!r}; known: {known}"})
         return None
     try:
         return spec.model_validate(raw)
@@ -186,17 +184,13 @@ def _check_graph(config: StructuredConfig, errors: list[dict[str, str]]) -> None
     seen: set[str] = set()
     for index, node_id in enumerate(ids):
         if node_id in seen:
-            errors.append(
-                {"path": f"nodes[{index}].id", "message": f"duplicate node id {node_id!r}"}
-            )
+            errors.append({"path": f"nodes[{index}].id", "message": f"duplicate node id {node_id!r}"})
         seen.add(node_id)
     if config.start is not None and config.start not in seen:
         errors.append({"path": "start", "message": f"no node has id {config.start!r}"})
     for index, node in enumerate(config.nodes):
         if node.next is not None and node.next not in seen:
-            errors.append(
-                {"path": f"nodes[{index}].next", "message": f"no node has id {node.next!r}"}
-            )
+            errors.append({"path": f"nodes[{index}].next", "message": f"no node has id {node.next!r}"})
     if errors:
         return
     # Without branching, a cycle can only be a path that comes back to itself.

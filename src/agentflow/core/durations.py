@@ -64,9 +64,7 @@ def _parse_text(text: str) -> float:
         total += float(match.group(1)) * _UNITS[match.group(2)]
         pos = match.end()
     if pos != len(compact) or pos == 0:
-        raise ValueError(
-            f"{text!r} is not a duration; use forms like '90s', '1h30m', '7d' or 'PT5M'"
-        )
+        raise ValueError(f"{text!r} is not a duration; use forms like '90s', '1h30m', '7d' or 'PT5M'")
     return total
 
 

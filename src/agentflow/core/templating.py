@@ -37,9 +37,7 @@ def _render_text(text: str, context: dict[str, Any]) -> Any:
     try:
         match = _SOLE_EXPRESSION.match(text)
         if match:
-            return _ENV.compile_expression(match.group("expr").strip(), undefined_to_none=False)(
-                **context
-            )
+            return _ENV.compile_expression(match.group("expr").strip(), undefined_to_none=False)(**context)
         return _ENV.from_string(text).render(**context)
     except TemplateError as exc:
         raise StepFailure(

@@ -160,9 +160,7 @@ def build_spec(
         annotation = Any if param.annotation is inspect.Parameter.empty else param.annotation
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[param.name] = (annotation, default)
-    args_model = create_model(
-        f"{fn.__name__}_args", __config__=ConfigDict(extra="forbid"), **fields
-    )
+    args_model = create_model(f"{fn.__name__}_args", __config__=ConfigDict(extra="forbid"), **fields)
     return ToolSpec(
         name=name or fn.__name__,
         fn=fn,

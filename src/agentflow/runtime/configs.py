@@ -28,9 +28,7 @@ class ConfigCache:
         if config is None:
             record = await workflows.get_version(self._pool, workspace_id, workflow_id, version)
             if record is None:
-                raise NotFoundError(
-                    "version_not_found", f"workflow {workflow_id} has no version {version}"
-                )
+                raise NotFoundError("version_not_found", f"workflow {workflow_id} has no version {version}")
             config = validate_config(record.config)
             if len(self._items) >= self._size:
                 self._items.pop(next(iter(self._items)))

@@ -70,9 +70,7 @@ async def execute(
     attempt = cursor.attempt + 1
     if node is None:  # defensive: a run with nothing left completes
         transition = Transition(RunStatus.COMPLETED, cursor.state, "completed")
-        return _outcome(
-            transition, cursor, attempt, None, "finish", None, None, None, None, 0.0, []
-        )
+        return _outcome(transition, cursor, attempt, None, "finish", None, None, None, None, 0.0, [])
     ctx = StepContext(
         workspace_id=run.workspace_id,
         run_id=run.id,
@@ -155,9 +153,7 @@ def _failed(
     config: StructuredConfig, node: Any, cursor: Cursor, info: ErrorInfo, retryable: bool
 ) -> tuple[Transition, ErrorInfo, list[dict[str, Any]]]:
     policy = planner.retry_policy(config, node)
-    transition = planner.on_failure(
-        policy, cursor.state, cursor.attempt + 1, info, retryable, _rand.random
-    )
+    transition = planner.on_failure(policy, cursor.state, cursor.attempt + 1, info, retryable, _rand.random)
     return transition, info, []
 
 

@@ -176,9 +176,7 @@ class Worker:
     async def _drive(self, run: RunRecord) -> None:
         token = run.fencing_token
         try:
-            config = await self._configs.get(
-                run.workspace_id, run.workflow_id, run.workflow_version
-            )
+            config = await self._configs.get(run.workspace_id, run.workflow_id, run.workflow_version)
             if not isinstance(config, StructuredConfig):
                 await self._fail_unrunnable(run, token)
                 return
@@ -222,9 +220,7 @@ class Worker:
         failpoint("after_checkpoint")
         if done is None:
             metrics.FENCED.inc()
-            logger.warning(
-                "run %s: lease lost; checkpoint of step %s discarded", run.id, outcome.step.seq
-            )
+            logger.warning("run %s: lease lost; checkpoint of step %s discarded", run.id, outcome.step.seq)
             return False
         metrics.STEPS.labels(outcome.step.status).inc()
         status = RunStatus(done.status)

@@ -86,7 +86,5 @@ def server_settings(settings: Settings) -> dict[str, str]:
     return {
         "application_name": "agentflow",
         "statement_timeout": str(int(settings.statement_timeout * 1000)),
-        "idle_in_transaction_session_timeout": str(
-            int(settings.idle_in_transaction_timeout * 1000)
-        ),
+        "idle_in_transaction_session_timeout": str(int(settings.idle_in_transaction_timeout * 1000)),
     }

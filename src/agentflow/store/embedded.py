@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,11 @@ class EmbeddedServer:
     """
 
     def __init__(self, data_dir: Path) -> None:
-        import pgserver  # imported here: only the embedded path needs it
+        with warnings.catch_warnings():
+            # pgserver asks platformdirs for a runtime dir, which warns when XDG_RUNTIME_DIR
+            # is unset (containers, CI); its fallback under /tmp is fine.
+            warnings.simplefilter("ignore")
+            import pgserver  # imported here: only the embedded path needs it
 
         self.pgdata = data_dir / "pg"
         data_dir.mkdir(parents=True, exist_ok=True)

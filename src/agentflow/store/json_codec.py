@@ -7,7 +7,6 @@ from typing import Any
 
 import orjson
 
-
 # An escaped NUL: "\u0000" preceded by an even number of backslashes (none, or escaped ones).
 _NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 

@@ -77,8 +77,7 @@ async def upgrade(conn: asyncpg.Connection) -> list[Migration]:
             async with conn.transaction():
                 await conn.execute(migration.sql)
                 await conn.execute(
-                    "INSERT INTO agentflow_migrations (version, name, checksum)"
-                    " VALUES ($1, $2, $3)",
+                    "INSERT INTO agentflow_migrations (version, name, checksum) VALUES ($1, $2, $3)",
                     migration.version,
                     migration.name,
                     migration.checksum,

@@ -12,9 +12,7 @@ from agentflow.core.records import RunRecord, StepRecord
 
 async def get_run(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID) -> RunRecord | None:
     """One run."""
-    row = await pool.fetchrow(
-        "SELECT * FROM runs WHERE workspace_id = $1 AND id = $2", workspace_id, run_id
-    )
+    row = await pool.fetchrow("SELECT * FROM runs WHERE workspace_id = $1 AND id = $2", workspace_id, run_id)
     return RunRecord.from_row(row) if row else None
 
 

@@ -237,9 +237,7 @@ async def heartbeat(
     return {row["id"] for row in rows}
 
 
-async def release(
-    pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID, token: int, owner: str
-) -> bool:
+async def release(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID, token: int, owner: str) -> bool:
     """Give a held run back, due now, for another worker (graceful shutdown)."""
     row = await pool.fetchrow(
         "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL, due_at = now(),"
@@ -251,9 +249,7 @@ async def release(
     return row is not None
 
 
-async def finish_cancel(
-    pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID, token: int, owner: str
-) -> bool:
+async def finish_cancel(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID, token: int, owner: str) -> bool:
     """Cancel a held run at a step boundary after its cancel was requested."""
     row = await pool.fetchrow(
         "UPDATE runs SET status = 'canceled', status_reason = 'canceled_by_request',"
@@ -289,9 +285,7 @@ RETURNING r.*
 """
 
 
-async def cancel(
-    pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID, reason: str
-) -> RunRecord | None:
+async def cancel(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID, reason: str) -> RunRecord | None:
     """Cancel a run: at once unless a live worker holds it (then at its next checkpoint).
 
     Returns None when the run does not exist or has already ended.

@@ -58,8 +58,7 @@ async def publish(
         if row["kind"] != kind:
             raise ConflictError(
                 "workflow_kind_mismatch",
-                f"workflow {name!r} is of kind {row['kind']!r};"
-                f" a config cannot change it to {kind!r}",
+                f"workflow {name!r} is of kind {row['kind']!r}; a config cannot change it to {kind!r}",
                 solution="Publish the config under a new name.",
             )
         created = row["latest_hash"] != digest
@@ -104,9 +103,7 @@ async def get_by_name(pool: asyncpg.Pool, workspace_id: UUID, name: str) -> Work
 
 async def list_all(pool: asyncpg.Pool, workspace_id: UUID) -> list[WorkflowRecord]:
     """Every workflow in the workspace, by name."""
-    rows = await pool.fetch(
-        "SELECT * FROM workflows WHERE workspace_id = $1 ORDER BY name", workspace_id
-    )
+    rows = await pool.fetch("SELECT * FROM workflows WHERE workspace_id = $1 ORDER BY name", workspace_id)
     return [WorkflowRecord.from_row(r) for r in rows]
 
 
@@ -115,8 +112,7 @@ async def get_version(
 ) -> VersionRecord | None:
     """One version of a workflow, if it exists."""
     row = await pool.fetchrow(
-        "SELECT * FROM workflow_versions WHERE workspace_id = $1 AND workflow_id = $2"
-        " AND version = $3",
+        "SELECT * FROM workflow_versions WHERE workspace_id = $1 AND workflow_id = $2 AND version = $3",
         workspace_id,
         workflow_id,
         version,

@@ -1,0 +1,1 @@
+"""The HTTP API (FastAPI): thin routers between HTTP and the engine."""

@@ -1,0 +1,35 @@
+"""The ``agentflow`` command line (Typer + Rich)."""
+
+from __future__ import annotations
+
+import logging
+
+import typer
+
+from agentflow.cli import db, runs, worker, workflows
+
+app = typer.Typer(
+    name="agentflow",
+    help="A durable agentic workflow engine on PostgreSQL.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(db.app, name="db")
+app.add_typer(workflows.app, name="workflows")
+app.add_typer(runs.app, name="runs")
+app.command("worker")(worker.worker)
+
+
+@app.callback()
+def _root(
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log at INFO level."),
+) -> None:
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def main() -> None:
+    """Entry point of the ``agentflow`` console script."""
+    app()

@@ -1,0 +1,61 @@
+"""Rich renderings of runs and their step timelines (shared by ``runs`` and ``demo``)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.table import Table
+
+from agentflow.core.records import RunRecord, StepRecord
+
+STATUS_STYLE = {
+    "completed": "green",
+    "failed": "red",
+    "canceled": "yellow",
+    "waiting": "cyan",
+    "in_progress": "blue",
+    "created": "white",
+    "suspended": "magenta",
+}
+
+
+def status_text(status: str) -> str:
+    """A status in its colour."""
+    return f"[{STATUS_STYLE.get(status, 'white')}]{status}[/]"
+
+
+def short(value: Any, width: int = 60) -> str:
+    """Compact JSON, cut to ``width`` characters."""
+    if value is None:
+        return ""
+    text = json.dumps(value, default=str, separators=(",", ":"))
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def runs_table(runs: list[RunRecord]) -> Table:
+    """One row per run."""
+    table = Table("run", "version", "status", "reason", "step", "created", "ended")
+    for run in runs:
+        ended = run.completed_at or run.canceled_at
+        table.add_row(
+            str(run.id), str(run.workflow_version), status_text(run.status), run.status_reason or "",
+            str(run.step_seq), run.created_at.strftime("%H:%M:%S.%f")[:-3],
+            ended.strftime("%H:%M:%S.%f")[:-3] if ended else "",
+        )  # fmt: skip
+    return table
+
+
+def timeline(run: RunRecord, steps: list[StepRecord]) -> Table:
+    """The run's steps in order, with offsets from the run's creation."""
+    table = Table(title=f"run {run.id}: {status_text(run.status)}", title_justify="left")
+    for column in ("+time", "step", "node", "kind", "attempt", "status", "ms", "output / error"):
+        table.add_column(column, justify="right" if column in ("+time", "ms", "attempt") else "left")
+    for s in steps:
+        offset = (s.started_at - run.created_at).total_seconds()
+        detail = f"{s.error.get('code')}: {s.error.get('message', '')}" if s.error else short(s.output)
+        table.add_row(
+            f"{offset:8.3f}s", str(s.seq), s.node_id or "", s.name or s.kind, str(s.attempt),
+            status_text(s.status), f"{s.duration_ms:.1f}", detail,
+        )  # fmt: skip
+    return table

@@ -1,0 +1,87 @@
+"""``agentflow runs``: start, list, show, cancel and retry runs."""
+
+from __future__ import annotations
+
+import typer
+
+from agentflow.cli.common import console, parse_json_option, run_with_engine
+from agentflow.cli.render import runs_table, short, status_text, timeline
+from agentflow.engine import Engine
+
+app = typer.Typer(help="Start and inspect runs.", no_args_is_help=True)
+
+
+@app.command("start")
+def start(
+    workflow: str = typer.Argument(..., help="Workflow name or id."),
+    payload: str | None = typer.Option(None, "--payload", "-p", help="The run's input, as JSON."),
+    version: int | None = typer.Option(None, help="Pin a version (default: the latest)."),
+    wait: bool = typer.Option(False, "--wait", help="Wait for the run to end (needs a worker)."),
+) -> None:
+    """Start a run."""
+    data = parse_json_option(payload, "--payload")
+
+    async def go(engine: Engine) -> None:
+        run = await engine.start_run(workflow, data, version=version)
+        console.print(f"started run [bold]{run.id}[/] (version {run.workflow_version})")
+        if wait:
+            run = await engine.wait_for_run(run.id, timeout=3600)
+            console.print(timeline(run, await engine.list_steps(run.id)))
+
+    run_with_engine(go)
+
+
+@app.command("list")
+def list_(
+    workflow: str | None = typer.Option(None, "--workflow", "-w", help="Only this workflow."),
+    status: str | None = typer.Option(None, "--status", "-s", help="Only this status."),
+    limit: int = typer.Option(50, min=1, max=1000),
+) -> None:
+    """List runs, newest first."""
+
+    async def go(engine: Engine) -> None:
+        console.print(runs_table(await engine.list_runs(workflow=workflow, status=status, limit=limit)))
+
+    run_with_engine(go)
+
+
+@app.command("show")
+def show(run_id: str = typer.Argument(..., help="The run id.")) -> None:
+    """Show a run and its step timeline."""
+
+    async def go(engine: Engine) -> None:
+        run = await engine.get_run(run_id)
+        console.print(
+            f"workflow {run.workflow_id} v{run.workflow_version}  status {status_text(run.status)}"
+            f"  reason {run.status_reason or '-'}  input {short(run.input)}"
+        )
+        if run.output is not None:
+            console.print(f"output {short(run.output, 200)}")
+        if run.error:
+            console.print(f"[red]error[/] {short(run.error, 300)}")
+        console.print(timeline(run, await engine.list_steps(run.id)))
+
+    run_with_engine(go)
+
+
+@app.command("cancel")
+def cancel(run_id: str = typer.Argument(..., help="The run id.")) -> None:
+    """Cancel a run (at once, or at its next step boundary while a step runs)."""
+
+    async def go(engine: Engine) -> None:
+        run = await engine.cancel_run(run_id)
+        when = "canceled" if run.status == "canceled" else "cancel requested (at the next step)"
+        console.print(f"run {run.id}: {when}")
+
+    run_with_engine(go)
+
+
+@app.command("retry")
+def retry(run_id: str = typer.Argument(..., help="The run id.")) -> None:
+    """Retry a failed run from its failed step."""
+
+    async def go(engine: Engine) -> None:
+        run = await engine.retry_run(run_id)
+        console.print(f"run {run.id}: retrying from step {run.step_seq}")
+
+    run_with_engine(go)
