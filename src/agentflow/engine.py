@@ -35,7 +35,7 @@ from agentflow.core.tools import ToolRegistry
 from agentflow.runtime import metrics
 from agentflow.runtime.worker import Worker
 from agentflow.settings import Settings
-from agentflow.store import migrate, reads, runs, workflows
+from agentflow.store import migrate, reads, runs, tasks, workflows
 from agentflow.store.database import Database
 from agentflow.store.embedded import EmbeddedServer
 from agentflow.store.workflows import Published
@@ -241,6 +241,13 @@ class Engine:
         """Every step attempt of a run, in order: its timeline."""
         run = await self.get_run(run_id, workspace_id=workspace_id)
         return await reads.list_steps(self.db.pool, workspace_id, run.id)
+
+    async def list_tasks(
+        self, *, run_id: UUID | str | None = None, limit: int = 100, workspace_id: UUID = DEFAULT_WORKSPACE
+    ) -> list[dict[str, Any]]:
+        """Tasks, oldest first; with ``run_id``, only those that run created."""
+        rid = (await self.get_run(run_id, workspace_id=workspace_id)).id if run_id else None
+        return await tasks.list_tasks(self.db.pool, workspace_id, run_id=rid, limit=limit)
 
     async def cancel_run(
         self,

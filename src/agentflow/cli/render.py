@@ -49,13 +49,19 @@ def runs_table(runs: list[RunRecord]) -> Table:
 def timeline(run: RunRecord, steps: list[StepRecord]) -> Table:
     """The run's steps in order, with offsets from the run's creation."""
     table = Table(title=f"run {run.id}: {status_text(run.status)}", title_justify="left")
-    for column in ("+time", "step", "node", "kind", "attempt", "status", "ms", "output / error"):
-        table.add_column(column, justify="right" if column in ("+time", "ms", "attempt") else "left")
+    table.add_column("+time", justify="right", width=8)
+    table.add_column("#", justify="right", width=3)
+    table.add_column("node (kind)", overflow="ellipsis", max_width=30)
+    table.add_column("try", justify="right", width=3)
+    table.add_column("status", width=9)
+    table.add_column("ms", justify="right", width=6)
+    table.add_column("output / error", overflow="ellipsis", max_width=70)
     for s in steps:
         offset = (s.started_at - run.created_at).total_seconds()
-        detail = f"{s.error.get('code')}: {s.error.get('message', '')}" if s.error else short(s.output)
+        error = f"{s.error.get('code')}: {s.error.get('message', '')}" if s.error else None
+        detail = (error if len(error) <= 60 else error[:59] + "…") if error else short(s.output, 60)
         table.add_row(
-            f"{offset:8.3f}s", str(s.seq), s.node_id or "", s.name or s.kind, str(s.attempt),
+            f"{offset:.3f}s", str(s.seq), f"{s.node_id or '-'} ({s.name or s.kind})", str(s.attempt),
             status_text(s.status), f"{s.duration_ms:.1f}", detail,
         )  # fmt: skip
     return table

@@ -9,12 +9,23 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from jinja2 import StrictUndefined, TemplateError
+from jinja2 import StrictUndefined, TemplateError, Undefined
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from agentflow.core.errors import StepFailure
 
-_ENV = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
+
+class _DataEnvironment(ImmutableSandboxedEnvironment):
+    """Dot access prefers keys: ``payload.items`` is the payload's "items" field, not the
+    dict method (workflow data is JSON, so keys are what people mean)."""
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        if isinstance(obj, dict) and attribute in obj:
+            return obj[attribute]
+        return super().getattr(obj, attribute)
+
+
+_ENV = _DataEnvironment(undefined=StrictUndefined, autoescape=False)
 _SOLE_EXPRESSION = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\}\}).)+)\}\}\s*$", re.DOTALL)
 
 
@@ -36,9 +47,12 @@ def render(value: Any, context: dict[str, Any]) -> Any:
 def _render_text(text: str, context: dict[str, Any]) -> Any:
     try:
         match = _SOLE_EXPRESSION.match(text)
-        if match:
-            return _ENV.compile_expression(match.group("expr").strip(), undefined_to_none=False)(**context)
-        return _ENV.from_string(text).render(**context)
+        if match is None:
+            return _ENV.from_string(text).render(**context)
+        value = _ENV.compile_expression(match.group("expr").strip(), undefined_to_none=False)(**context)
+        if isinstance(value, Undefined):
+            value._fail_with_undefined_error()  # StrictUndefined: raises UndefinedError
+        return value
     except TemplateError as exc:
         raise StepFailure(
             "template_error",

@@ -1,0 +1,113 @@
+"""Migrations produce the declared schema, apply once, and refuse tampering."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from agentflow.core.errors import AgentflowError
+from agentflow.store import migrate
+from tests.support.db import TestServer, with_database
+
+# The declared schema: every table, the columns code relies on, and the indexes that carry
+# guarantees (G3 one active run per key, G5 one checkpoint per step, the claim index).
+DECLARED_COLUMNS = {
+    "workspaces": {"id", "name", "created_at"},
+    "workflows": {"workspace_id", "id", "name", "kind", "latest_version", "draft", "enabled", "created_at", "updated_at"},
+    "workflow_versions": {"workspace_id", "workflow_id", "version", "config", "content_hash", "created_at"},
+    "runs": {
+        "workspace_id", "id", "workflow_id", "workflow_version", "status", "status_reason", "active",
+        "enrollment_key", "input", "state", "output", "error", "step_seq", "attempt", "rescues", "due_at",
+        "lease_owner", "lease_expires_at", "fencing_token", "cancel_requested", "parent_run_id",
+        "input_tokens", "output_tokens", "cached_input_tokens", "usd_cost", "created_at", "started_at",
+        "updated_at", "completed_at", "canceled_at",
+    },
+    "run_steps": {
+        "workspace_id", "id", "run_id", "seq", "attempt", "node_id", "kind", "name", "status", "input",
+        "output", "error", "idempotency_key", "worker", "fencing_token", "started_at", "finished_at",
+        "input_tokens", "output_tokens", "cached_input_tokens", "usd_cost",
+    },
+    "run_inbox": {"workspace_id", "id", "run_id", "kind", "payload", "created_at", "consumed_at", "consumed_seq"},
+    "tasks": {
+        "workspace_id", "id", "run_id", "origin_key", "title", "description", "assignee", "due_at", "priority",
+        "status", "system_generated", "account_id", "metadata", "expires_at", "created_at", "updated_at",
+        "completed_at",
+    },
+    "notifications": {
+        "workspace_id", "id", "run_id", "origin_key", "channel", "recipient", "subject", "body", "status",
+        "attempts", "last_error", "created_at", "sent_at",
+    },
+}  # fmt: skip
+DECLARED_INDEXES = {
+    "runs_due": "WHERE (due_at IS NOT NULL)",
+    "runs_one_active_per_key": "UNIQUE INDEX",
+    "run_steps_one_checkpoint": "WHERE (status = 'completed'::text)",
+}
+
+
+@pytest.fixture
+async def empty_db(pg_server: TestServer) -> AsyncIterator[asyncpg.Connection]:
+    name = "agentflow_empty_migrations"
+    admin = await asyncpg.connect(pg_server.admin_url)
+    await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    await admin.execute(f"CREATE DATABASE {name}")
+    conn = await asyncpg.connect(with_database(pg_server.admin_url, name))
+    yield conn
+    await conn.close()
+    await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    await admin.close()
+
+
+async def test_migrations_produce_the_declared_schema(empty_db: asyncpg.Connection) -> None:
+    applied = await migrate.upgrade(empty_db)
+    assert [m.version for m in applied] == [m.version for m in migrate.available()]
+    rows = await empty_db.fetch(
+        "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'public'"
+    )
+    actual: dict[str, set[str]] = {}
+    for row in rows:
+        actual.setdefault(row["table_name"], set()).add(row["column_name"])
+    actual.pop("agentflow_migrations")
+    assert actual == DECLARED_COLUMNS
+    for table, columns in actual.items():
+        if table != "workspaces":
+            assert "workspace_id" in columns, f"{table} lacks workspace_id"
+    indexes = {r["indexname"]: r["indexdef"] for r in await empty_db.fetch("SELECT indexname, indexdef FROM pg_indexes")}
+    for name, fragment in DECLARED_INDEXES.items():
+        assert fragment in indexes[name], indexes.get(name)
+    assert await empty_db.fetchval("SELECT name FROM workspaces") == "default"
+
+
+async def test_upgrade_is_idempotent_and_versions_are_immutable(empty_db: asyncpg.Connection) -> None:
+    await migrate.upgrade(empty_db)
+    assert await migrate.upgrade(empty_db) == []
+    ws = await empty_db.fetchval("SELECT id FROM workspaces")
+    wf = await empty_db.fetchval(
+        "INSERT INTO workflows (workspace_id, id, name, kind, latest_version)"
+        " VALUES ($1, gen_random_uuid(), 'w', 'structured', 1) RETURNING id",
+        ws,
+    )
+    await empty_db.execute(
+        "INSERT INTO workflow_versions (workspace_id, workflow_id, version, config, content_hash)"
+        " VALUES ($1, $2, 1, '{}', 'h')",
+        ws,
+        wf,
+    )
+    with pytest.raises(asyncpg.RaiseError, match="immutable"):
+        await empty_db.execute("UPDATE workflow_versions SET config = '{\"x\": 1}'")
+
+
+async def test_tampered_or_unknown_migrations_are_refused(empty_db: asyncpg.Connection) -> None:
+    await migrate.upgrade(empty_db)
+    real = await empty_db.fetchval("SELECT checksum FROM agentflow_migrations WHERE version = 1")
+    await empty_db.execute("UPDATE agentflow_migrations SET checksum = 'edited' WHERE version = 1")
+    with pytest.raises(AgentflowError) as info:
+        await migrate.upgrade(empty_db)
+    assert info.value.code == "migration_modified"
+    await empty_db.execute("UPDATE agentflow_migrations SET checksum = $1 WHERE version = 1", real)
+    await empty_db.execute("INSERT INTO agentflow_migrations VALUES (9999, 'future', 'x')")
+    with pytest.raises(AgentflowError) as info:
+        await migrate.upgrade(empty_db)
+    assert info.value.code == "schema_too_new"

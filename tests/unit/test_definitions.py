@@ -1,0 +1,149 @@
+from typing import Any
+
+import pytest
+
+from agentflow.core.definitions import (
+    AgentConfig,
+    StructuredConfig,
+    config_document,
+    content_hash,
+    parse_config_text,
+    validate_config,
+)
+from agentflow.core.errors import ConfigError
+from agentflow.core.node_specs import ToolNode, WaitNode
+
+
+def structured(*nodes: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"name": "wf", "kind": "structured", "nodes": list(nodes), **extra}
+
+
+def errors_of(data: Any) -> list[dict[str, str]]:
+    with pytest.raises(ConfigError) as info:
+        validate_config(data)
+    assert info.value.code == "config_invalid"
+    return list(info.value.info.details["errors"])
+
+
+def test_structured_config_parses_nodes_by_type() -> None:
+    config = validate_config(
+        structured(
+            {"id": "a", "type": "tool", "tool": "t", "args": {"x": 1}, "timeout": "10s"},
+            {"id": "w", "type": "wait", "duration": "PT1M"},
+            {"id": "f", "type": "finish", "output": "{{ steps.a }}"},
+        )
+    )
+    assert isinstance(config, StructuredConfig)
+    assert isinstance(config.nodes[0], ToolNode) and config.nodes[0].timeout is not None
+    assert isinstance(config.nodes[1], WaitNode) and config.nodes[1].duration.total_seconds() == 60  # type: ignore[union-attr]
+    assert config.start_id == "a"
+    assert [config.next_id(n) for n in config.nodes] == ["w", "f", None]
+
+
+def test_agent_config_shape() -> None:
+    config = validate_config(
+        {
+            "name": "get-well",
+            "kind": "agent",
+            "prompt": "Start a get-well plan for customers predicted to churn",
+            "type": "account",
+            "sources": [{"type": "email"}, {"type": "ticket"}],
+            "actions": {
+                "create_tasks": {"enabled": True, "expiry": "7d"},
+                "send_notifications": {"enabled": True},
+            },
+        }
+    )
+    assert isinstance(config, AgentConfig)
+    assert config.actions["create_tasks"].enabled
+    assert [s.type for s in config.sources] == ["email", "ticket"]
+
+
+def test_errors_point_at_each_offending_path() -> None:
+    errors = errors_of(
+        structured(
+            {"id": "a", "type": "tool"},
+            {"id": "b", "type": "wait", "duration": "soon"},
+            {"id": "c", "type": "teleport"},
+            {"id": "d", "type": "tool", "tool": "x", "bogus": 1},
+            {"id": "e", "type": "wait", "duration": "1s", "retry": {"max_attempts": 0}},
+        )
+    )
+    paths = {e["path"] for e in errors}
+    assert paths == {
+        "nodes[0].tool",
+        "nodes[1].duration",
+        "nodes[2].type",
+        "nodes[3].bogus",
+        "nodes[4].retry.max_attempts",
+    }
+    assert any("teleport" in e["message"] for e in errors)
+
+
+def test_top_level_errors() -> None:
+    assert {
+        e["path"] for e in errors_of({"name": "x", "kind": "structured", "nodes": [], "timeout": "x"})
+    } == {
+        "nodes",
+        "timeout",
+    }
+    assert errors_of({"name": "x"})[0]["path"] == ""  # no kind: the discriminator is missing
+    assert errors_of({"name": "x", "kind": "robot"})
+    assert errors_of(["not", "a", "mapping"])[0]["message"] == "the config must be a mapping"
+    assert {e["path"] for e in errors_of({"name": "", "kind": "agent"})} == {"name", "prompt"}
+
+
+def test_graph_errors() -> None:
+    missing = errors_of(structured({"id": "a", "type": "finish", "next": "zz"}, start="nope"))
+    assert {e["path"] for e in missing} == {"start", "nodes[0].next"}
+    dupes = errors_of(structured({"id": "a", "type": "finish"}, {"id": "a", "type": "finish"}))
+    assert dupes[0]["path"] == "nodes[1].id"
+    cycle = errors_of(
+        structured(
+            {"id": "a", "type": "tool", "tool": "t", "next": "b"},
+            {"id": "b", "type": "tool", "tool": "t", "next": "a"},
+        )
+    )
+    assert "a -> b -> a" in cycle[0]["message"]
+
+
+def test_wait_needs_exactly_one_of_duration_until() -> None:
+    assert errors_of(structured({"id": "w", "type": "wait"}))[0]["path"] == "nodes[0]"
+    assert errors_of(structured({"id": "w", "type": "wait", "duration": "1s", "until": "x"}))
+
+
+def test_yaml_and_json_text_and_syntax_errors() -> None:
+    text = "name: y\nkind: structured\nnodes:\n  - {id: a, type: finish}\n"
+    assert parse_config_text(text).name == "y"
+    assert (
+        parse_config_text(
+            '{"name": "j", "kind": "structured", "nodes": [{"id": "a", "type": "finish"}]}'
+        ).name
+        == "j"
+    )
+    with pytest.raises(ConfigError) as info:
+        parse_config_text("name: [unclosed\nkind: x", "bad.yaml")
+    assert info.value.code == "config_syntax"
+    assert "bad.yaml" in str(info.value) and "line" in str(info.value)
+
+
+def test_content_hash_ignores_formatting_but_not_content() -> None:
+    a = parse_config_text("name: h\nkind: structured\nnodes: [{id: a, type: wait, duration: 60s}]")
+    b = parse_config_text(
+        '{"kind": "structured", "nodes": [{"type": "wait", "duration": "PT1M", "id": "a"}], "name": "h"}'
+    )
+    c = parse_config_text("name: h\nkind: structured\nnodes: [{id: a, type: wait, duration: 61s}]")
+    assert content_hash(config_document(a)) == content_hash(config_document(b))
+    assert content_hash(config_document(a)) != content_hash(config_document(c))
+
+
+def test_document_round_trips() -> None:
+    config = validate_config(
+        structured(
+            {"id": "a", "type": "tool", "tool": "t", "args": {"k": [1, 2]}, "retry": {"max_attempts": 5}}
+        )
+    )
+    again = validate_config(config_document(config))
+    assert config_document(again) == config_document(config)
+    assert isinstance(again, StructuredConfig)
+    assert again.nodes[0].retry is not None and again.nodes[0].retry.max_attempts == 5
