@@ -50,6 +50,8 @@ async def test_three_step_run_completes_with_timeline(engine: Engine, worker: Wo
     assert steps[0].idempotency_key == f"{run.id}:0"
     assert all(s.finished_at >= s.started_at for s in steps)
     assert done.completed_at is not None and done.due_at is None and done.lease_owner is None
+    assert done.fencing_token == 1, "the worker kept its lease across steps: one claim for the run"
+    assert {s.fencing_token for s in steps} == {1}
 
 
 async def test_wait_never_fires_early_and_releases_the_worker(engine: Engine, worker: Worker) -> None:
@@ -254,3 +256,21 @@ async def test_start_unknown_workflow_or_agent_kind_is_refused(engine: Engine) -
     with pytest.raises(ConflictError) as info:
         await engine.start_run("agent1")
     assert info.value.code == "kind_not_runnable"
+
+
+async def test_heartbeats_keep_the_lease_through_a_step_longer_than_the_ttl(engine: Engine) -> None:
+    from tests.conftest import make_settings
+
+    short = Engine(engine.db, make_settings(engine.db.url, lease_ttl=0.6), None)
+    w = short.worker(concurrency=2)
+    task = asyncio.create_task(w.run())
+    try:
+        await engine.publish_workflow(flow("long_step", {"id": "s", "type": "tool", "tool": "sleepy", "args": {"seconds": 2.0}}))
+        run = await engine.start_run("long_step")
+        done = await engine.wait_for_run(run.id, timeout=15)
+    finally:
+        w.stop()
+        await asyncio.wait_for(task, 10)
+    assert done.status == "completed"
+    assert (done.rescues, done.fencing_token) == (0, 1), "the lease expired while its worker was alive"
+    assert len(await engine.list_steps(run.id)) == 1
