@@ -29,7 +29,11 @@ def test_apply_start_show_cancel_and_errors(database_url: str, tmp_path: Path) -
     assert "unchanged cli-wf" in again.stdout
     refused = run_cli(["workflows", "apply", str(bad)], env)
     assert refused.returncode == 1
-    assert "config_invalid" in refused.stderr and "nodes[0].tool" in refused.stderr and "nodes[1].type" in refused.stderr
+    assert (
+        "config_invalid" in refused.stderr
+        and "nodes[0].tool" in refused.stderr
+        and "nodes[1].type" in refused.stderr
+    )
     assert "Traceback" not in refused.stderr
     started = run_cli(["runs", "start", "cli-wf", "--payload", json.dumps({"k": 1})], env)
     assert started.returncode == 0, started.stderr

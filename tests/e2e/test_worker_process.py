@@ -10,7 +10,9 @@ from agentflow.engine import Engine
 from tests.support.cli import cli_env, start_cli
 
 
-async def test_sigterm_finishes_the_current_step_and_releases_the_run(engine: Engine, database_url: str) -> None:
+async def test_sigterm_finishes_the_current_step_and_releases_the_run(
+    engine: Engine, database_url: str
+) -> None:
     await engine.publish_workflow(
         {
             "name": "two_slow",

@@ -74,7 +74,10 @@ async def test_migrations_produce_the_declared_schema(empty_db: asyncpg.Connecti
     for table, columns in actual.items():
         if table != "workspaces":
             assert "workspace_id" in columns, f"{table} lacks workspace_id"
-    indexes = {r["indexname"]: r["indexdef"] for r in await empty_db.fetch("SELECT indexname, indexdef FROM pg_indexes")}
+    indexes = {
+        r["indexname"]: r["indexdef"]
+        for r in await empty_db.fetch("SELECT indexname, indexdef FROM pg_indexes")
+    }
     for name, fragment in DECLARED_INDEXES.items():
         assert fragment in indexes[name], indexes.get(name)
     assert await empty_db.fetchval("SELECT name FROM workspaces") == "default"

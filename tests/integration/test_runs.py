@@ -265,7 +265,9 @@ async def test_heartbeats_keep_the_lease_through_a_step_longer_than_the_ttl(engi
     w = short.worker(concurrency=2)
     task = asyncio.create_task(w.run())
     try:
-        await engine.publish_workflow(flow("long_step", {"id": "s", "type": "tool", "tool": "sleepy", "args": {"seconds": 2.0}}))
+        await engine.publish_workflow(
+            flow("long_step", {"id": "s", "type": "tool", "tool": "sleepy", "args": {"seconds": 2.0}})
+        )
         run = await engine.start_run("long_step")
         done = await engine.wait_for_run(run.id, timeout=15)
     finally:

@@ -13,7 +13,9 @@ BASE = {"name": "pub", "kind": "structured", "nodes": [{"id": "a", "type": "fini
 async def test_publish_creates_versions_only_when_content_changes(engine: Engine) -> None:
     first = await engine.publish_workflow(BASE)
     assert first.created and first.version.version == 1 and first.workflow.latest_version == 1
-    same = await engine.publish_workflow("name: pub\nkind: structured\nnodes: [{type: finish, id: a, output: 1}]")
+    same = await engine.publish_workflow(
+        "name: pub\nkind: structured\nnodes: [{type: finish, id: a, output: 1}]"
+    )
     assert not same.created and same.version.version == 1
     assert same.version.content_hash == first.version.content_hash
     changed = await engine.publish_workflow({**BASE, "description": "now documented"})
@@ -47,7 +49,9 @@ async def test_kind_cannot_change_and_invalid_configs_store_nothing(engine: Engi
         await engine.publish_workflow({"name": "pub", "kind": "agent", "prompt": "x"})
     assert info.value.code == "workflow_kind_mismatch"
     with pytest.raises(ConfigError) as bad:
-        await engine.publish_workflow({"name": "broken", "kind": "structured", "nodes": [{"id": "a", "type": "wait"}]})
+        await engine.publish_workflow(
+            {"name": "broken", "kind": "structured", "nodes": [{"id": "a", "type": "wait"}]}
+        )
     assert bad.value.info.details["errors"][0]["path"] == "nodes[0]"
     with pytest.raises(NotFoundError):
         await engine.get_workflow("broken")
@@ -55,7 +59,9 @@ async def test_kind_cannot_change_and_invalid_configs_store_nothing(engine: Engi
 
 
 async def test_enrollment_key_allows_one_active_run(engine: Engine) -> None:
-    await engine.publish_workflow({"name": "once", "kind": "structured", "nodes": [{"id": "w", "type": "wait", "duration": "1h"}]})
+    await engine.publish_workflow(
+        {"name": "once", "kind": "structured", "nodes": [{"id": "w", "type": "wait", "duration": "1h"}]}
+    )
     first = await engine.start_run("once", enrollment_key="account:42")
     with pytest.raises(ConflictError) as info:
         await engine.start_run("once", enrollment_key="account:42")

@@ -27,5 +27,11 @@ def run_cli(args: list[str], env: dict[str, str], timeout: float = 120) -> subpr
 def start_cli(args: list[str], env: dict[str, str], **kwargs: Any) -> subprocess.Popen[str]:
     """Start ``agentflow ARGS`` in the background."""
     return subprocess.Popen(
-        [*CLI, *args], env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kwargs
+        [*CLI, *args],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **kwargs,
     )
