@@ -31,15 +31,13 @@ def test_success_moves_to_next_node_and_keeps_outputs() -> None:
     state = planner.initial_state(c)
     t = planner.on_success(c, state, c.node("a"), NodeResult({"x": 1}))
     assert t.status == RunStatus.IN_PROGRESS and t.advances
-    assert t.state == {"node": "w", "steps": {"a": {"x": 1}}}
-    assert state == {"node": "a", "steps": {}}, "the input state must not be mutated"
+    assert t.state == {"node": "w"}, "outputs live in run_steps, not in the run's state"
+    assert state == {"node": "a"}, "the input state must not be mutated"
 
 
 def test_wait_result_makes_the_run_wait() -> None:
     c = config()
-    t = planner.on_success(
-        c, {"node": "w", "steps": {}}, c.node("w"), NodeResult(None, wake_after=timedelta(seconds=10))
-    )
+    t = planner.on_success(c, {"node": "w"}, c.node("w"), NodeResult(None, wake_after=timedelta(seconds=10)))
     assert (t.status, t.reason, t.wake_after, t.state["node"]) == (
         RunStatus.WAITING,
         "timer",
@@ -47,15 +45,15 @@ def test_wait_result_makes_the_run_wait() -> None:
         "b",
     )
     at = datetime(2030, 1, 1, tzinfo=UTC)
-    t2 = planner.on_success(c, {"node": "w", "steps": {}}, c.node("w"), NodeResult(None, wake_at=at))
+    t2 = planner.on_success(c, {"node": "w"}, c.node("w"), NodeResult(None, wake_at=at))
     assert t2.wake_at == at
 
 
 def test_last_node_or_finish_completes() -> None:
     c = config()
-    t = planner.on_success(c, {"node": "b", "steps": {}}, c.node("b"), NodeResult("out"))
+    t = planner.on_success(c, {"node": "b"}, c.node("b"), NodeResult("out"))
     assert (t.status, t.output, t.state["node"]) == (RunStatus.COMPLETED, "out", None)
-    t2 = planner.on_success(c, {"node": "a", "steps": {}}, c.node("a"), NodeResult("early", finish=True))
+    t2 = planner.on_success(c, {"node": "a"}, c.node("a"), NodeResult("early", finish=True))
     assert t2.status == RunStatus.COMPLETED and t2.output == "early"
 
 
@@ -65,7 +63,7 @@ def test_failure_retries_per_node_policy_then_fails() -> None:
     policy = planner.retry_policy(c, node)
     assert policy.max_attempts == 4
     err = ErrorInfo("boom", "it broke")
-    state = {"node": "a", "steps": {}}
+    state = {"node": "a"}
     for failures in (1, 2, 3):
         t = planner.on_failure(policy, state, failures, err, True, lambda: 0.5)
         assert t.status == RunStatus.WAITING and t.reason == "retry" and not t.advances

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 import orjson
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError, field_validator
 
 from agentflow.core.durations import parse_duration
 from agentflow.core.errors import ConfigError
@@ -85,14 +85,17 @@ class StructuredConfig(WorkflowBase):
 
     kind: Literal["structured"] = "structured"
     start: str | None = None
-    nodes: list[NodeSpec] = Field(min_length=1, max_length=500)
+    nodes: list[NodeSpec] = Field(min_length=1, max_length=1000)
+    _positions: dict[str, int] = PrivateAttr(default_factory=dict)
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Index the nodes by id (the first of duplicate ids; validation refuses those)."""
+        for index, node in enumerate(self.nodes):
+            self._positions.setdefault(node.id, index)
 
     def node(self, node_id: str) -> NodeSpec:
         """Return the node with ``node_id``."""
-        for node in self.nodes:
-            if node.id == node_id:
-                return node
-        raise KeyError(node_id)
+        return self.nodes[self._positions[node_id]]
 
     @property
     def start_id(self) -> str:
@@ -103,7 +106,7 @@ class StructuredConfig(WorkflowBase):
         """The node after ``node``: its ``next``, else the following one in the list."""
         if node.next is not None:
             return node.next
-        index = self.nodes.index(node)
+        index = self._positions[node.id]
         return self.nodes[index + 1].id if index + 1 < len(self.nodes) else None
 
 

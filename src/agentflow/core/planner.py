@@ -1,7 +1,9 @@
 """Decide what a structured run does next, and how a step's outcome moves the run.
 
-The run's ``state`` document is ``{"node": <id of the next node or null>, "steps":
-{<node id>: <output>}}``; these functions only read and return values.
+The run's ``state`` document is ``{"node": <id of the next node or null>}``: where the run
+is, not what it produced. Step outputs live in ``run_steps`` (and in the worker's memory
+while it holds the run), so a checkpoint writes a constant amount whatever the run's length.
+These functions only read and return values.
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ class Transition:
 
 def initial_state(config: StructuredConfig) -> dict[str, Any]:
     """The state a new run starts with."""
-    return {"node": config.start_id, "steps": {}}
+    return {"node": config.start_id}
 
 
 def current_node(config: StructuredConfig, state: dict[str, Any]) -> NodeSpec | None:
@@ -90,9 +92,8 @@ def on_success(
     config: StructuredConfig, state: dict[str, Any], node: NodeSpec, result: NodeResult
 ) -> Transition:
     """Record ``node``'s output and move to the next node, a wait, or completion."""
-    steps = {**state.get("steps", {}), node.id: result.output}
     next_id = None if result.finish else config.next_id(node)
-    new_state = {"node": next_id, "steps": steps}
+    new_state = {**state, "node": next_id}
     if next_id is None:
         return Transition(RunStatus.COMPLETED, new_state, "completed", output=result.output)
     if result.wake_after is not None or result.wake_at is not None:

@@ -7,9 +7,11 @@ the expression's value with its type kept; any other string renders to text.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
-from jinja2 import StrictUndefined, TemplateError, Undefined
+from jinja2 import StrictUndefined, Template, TemplateError, Undefined
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from agentflow.core.errors import StepFailure
@@ -44,12 +46,22 @@ def render(value: Any, context: dict[str, Any]) -> Any:
     return value
 
 
+@lru_cache(maxsize=4096)
+def _compile(text: str) -> tuple[Template | None, Callable[..., Any] | None]:
+    # Compiling is most of a render's cost; configs are immutable, so compile each text once.
+    match = _SOLE_EXPRESSION.match(text)
+    if match is None:
+        return _ENV.from_string(text), None
+    return None, _ENV.compile_expression(match.group("expr").strip(), undefined_to_none=False)
+
+
 def _render_text(text: str, context: dict[str, Any]) -> Any:
     try:
-        match = _SOLE_EXPRESSION.match(text)
-        if match is None:
-            return _ENV.from_string(text).render(**context)
-        value = _ENV.compile_expression(match.group("expr").strip(), undefined_to_none=False)(**context)
+        template, expression = _compile(text)
+        if template is not None:
+            return template.render(**context)
+        assert expression is not None
+        value = expression(**context)
         if isinstance(value, Undefined):
             value._fail_with_undefined_error()  # StrictUndefined: raises UndefinedError
         return value

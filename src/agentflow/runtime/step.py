@@ -39,23 +39,34 @@ class StepOutcome:
 
 @dataclass(frozen=True)
 class Cursor:
-    """Where a held run is between steps (it changes only at checkpoints)."""
+    """Where a held run is between steps (it changes only at checkpoints).
+
+    Attributes:
+        state: the run's state document (``{"node": ...}``).
+        step_seq: the current step's number.
+        attempt: failed attempts of the current step.
+        outputs: outputs of completed steps by node id, for templates; the worker keeps
+            them while it holds the run (they are stored in ``run_steps``).
+    """
 
     state: dict[str, Any]
     step_seq: int
-    attempt: int  # failed attempts of the current step
+    attempt: int
+    outputs: dict[str, Any]
 
     @classmethod
-    def of(cls, run: RunRecord) -> Cursor:
-        """The cursor of a freshly claimed run."""
-        return cls(run.state, run.step_seq, run.attempt)
+    def of(cls, run: RunRecord, outputs: dict[str, Any]) -> Cursor:
+        """The cursor of a freshly claimed run, with the outputs of its completed steps."""
+        return cls(run.state, run.step_seq, run.attempt, outputs)
 
     def after(self, outcome: StepOutcome) -> Cursor:
         """The cursor after ``outcome`` was checkpointed."""
         t = outcome.transition
-        if t.advances:
-            return Cursor(t.state, self.step_seq + 1, 0)
-        return Cursor(t.state, self.step_seq, self.attempt + 1)
+        if not t.advances:
+            return Cursor(t.state, self.step_seq, self.attempt + 1, self.outputs)
+        if outcome.step.node_id is not None:
+            self.outputs[outcome.step.node_id] = outcome.step.output
+        return Cursor(t.state, self.step_seq + 1, 0, self.outputs)
 
 
 async def execute(
@@ -85,7 +96,7 @@ async def execute(
         tools_env.executor,
         {
             "payload": run.input,
-            "steps": cursor.state.get("steps", {}),
+            "steps": cursor.outputs,
             "run": {
                 "id": str(run.id),
                 "workflow_id": str(run.workflow_id),

@@ -31,7 +31,7 @@ from agentflow.runtime import metrics, step
 from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.failpoints import failpoint
 from agentflow.settings import Settings
-from agentflow.store import runs
+from agentflow.store import reads, runs
 from agentflow.store.database import Database
 
 logger = logging.getLogger(__name__)
@@ -180,7 +180,8 @@ class Worker:
             if not isinstance(config, StructuredConfig):
                 await self._fail_unrunnable(run, token)
                 return
-            cursor = step.Cursor.of(run)
+            outputs = await reads.step_outputs(self.db.pool, run.workspace_id, run.id) if run.step_seq else {}
+            cursor = step.Cursor.of(run, outputs)
             while True:
                 failpoint("before_step")
                 future = asyncio.ensure_future(step.execute(config, run, cursor, self._env, token))
@@ -214,7 +215,7 @@ class Worker:
         """Write the outcome; return True when the run still has immediate work here."""
         failpoint("before_checkpoint")
         done = await runs.checkpoint(
-            self.db.pool, run.workspace_id, run.id, token, self.name, self.settings.lease_ttl,
+            self.db.pool, run.workspace_id, run.id, token, self.name,
             outcome.run, outcome.step, outcome.tasks,
         )  # fmt: skip
         failpoint("after_checkpoint")

@@ -48,6 +48,17 @@ async def list_steps(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID) -> li
     return [StepRecord.from_row(r) for r in rows]
 
 
+async def step_outputs(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID) -> dict[str, Any]:
+    """Outputs of a run's completed steps by node id (the latest when a node ran twice)."""
+    rows = await pool.fetch(
+        "SELECT node_id, output FROM run_steps WHERE workspace_id = $1 AND run_id = $2"
+        " AND status = 'completed' AND node_id IS NOT NULL ORDER BY seq",
+        workspace_id,
+        run_id,
+    )
+    return {row["node_id"]: row["output"] for row in rows}
+
+
 async def count_active(pool: asyncpg.Pool) -> int:
     """Runs that a worker will still pick up (due now or later)."""
     return int(await pool.fetchval("SELECT count(*) FROM runs WHERE due_at IS NOT NULL"))

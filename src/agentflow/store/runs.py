@@ -118,35 +118,37 @@ WITH r AS (
         step_seq = step_seq + $10::int,
         attempt = CASE WHEN $10::int = 1 THEN 0 ELSE attempt + 1 END,
         rescues = CASE WHEN $10::int = 1 THEN 0 ELSE rescues END,
+        -- Going on (in_progress): the lease and due_at stay as they are (heartbeats extend
+        -- them), so the update changes no indexed column and can be HOT.
         due_at = CASE $5
-            WHEN 'in_progress' THEN now() + make_interval(secs => $11)
-            WHEN 'waiting' THEN CASE WHEN $13::timestamptz IS NULL
-                                     THEN now() + make_interval(secs => $12)
-                                     ELSE greatest(now(), $13::timestamptz) END END,
+            WHEN 'in_progress' THEN due_at
+            WHEN 'waiting' THEN CASE WHEN $12::timestamptz IS NULL
+                                     THEN now() + make_interval(secs => $11)
+                                     ELSE greatest(now(), $12::timestamptz) END END,
         lease_owner = CASE WHEN $5 = 'in_progress' THEN lease_owner END,
-        lease_expires_at = CASE WHEN $5 = 'in_progress' THEN now() + make_interval(secs => $11) END,
+        lease_expires_at = CASE WHEN $5 = 'in_progress' THEN lease_expires_at END,
         completed_at = CASE WHEN $5 IN ('completed', 'failed') THEN now() END,
         updated_at = now()
     WHERE workspace_id = $1 AND id = $2 AND fencing_token = $3 AND lease_owner = $4
-      AND status = 'in_progress' AND step_seq = $14
+      AND status = 'in_progress' AND step_seq = $13
     RETURNING workspace_id, id, status, due_at, cancel_requested,
               extract(epoch FROM due_at - now())::float8 AS due_in
 ), s AS (
     INSERT INTO run_steps (workspace_id, run_id, seq, attempt, node_id, kind, name, status,
                            input, output, error, idempotency_key, worker, fencing_token,
                            started_at, finished_at)
-    SELECT r.workspace_id, r.id, $14, $15, $16, $17, $18, $19, $20, $21, $22,
-           r.id::text || ':' || $14, $4, $3,
-           clock_timestamp() - make_interval(secs => $23), clock_timestamp()
+    SELECT r.workspace_id, r.id, $13, $14, $15, $16, $17, $18, $19, $20, $21,
+           r.id::text || ':' || $13, $4, $3,
+           clock_timestamp() - make_interval(secs => $22), clock_timestamp()
     FROM r
 ), t AS (
     INSERT INTO tasks (workspace_id, id, run_id, origin_key, title, description, assignee,
                        due_at, priority, system_generated, account_id, metadata)
-    SELECT r.workspace_id, gen_random_uuid(), r.id, r.id::text || ':' || $14 || ':' || x.n,
+    SELECT r.workspace_id, gen_random_uuid(), r.id, r.id::text || ':' || $13 || ':' || x.n,
            x.doc->>'title', x.doc->>'description', x.doc->>'assignee',
            (x.doc->>'due_at')::timestamptz, x.doc->>'priority', true, x.doc->>'account_id',
            coalesce(x.doc->'metadata', '{}')
-    FROM r, jsonb_array_elements($24::jsonb) WITH ORDINALITY AS x(doc, n)
+    FROM r, jsonb_array_elements($23::jsonb) WITH ORDINALITY AS x(doc, n)
 )
 SELECT * FROM r
 """
@@ -197,7 +199,6 @@ async def checkpoint(
     run_id: UUID,
     token: int,
     owner: str,
-    lease_ttl: float,
     run: RunWrite,
     step: StepWrite,
     tasks: list[dict[str, Any]],
@@ -210,7 +211,7 @@ async def checkpoint(
         _CHECKPOINT,
         workspace_id, run_id, token, owner,
         run.status, run.status_reason, run.state, run.output, run.error, int(run.advance),
-        lease_ttl, run.wake_after or 0.0, run.wake_at,
+        run.wake_after or 0.0, run.wake_at,
         step.seq, step.attempt, step.node_id, step.kind, step.name, step.status,
         step.input, step.output, step.error, step.duration,
         tasks,
