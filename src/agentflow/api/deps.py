@@ -1,0 +1,102 @@
+"""Dependencies of the routes: the engine, the workspace, and ids from the path.
+
+Ids in the path are never validated by FastAPI (that would answer 422): a malformed id
+names nothing, so it is a 404 like any unknown id, decided here without a query.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+from uuid import UUID
+
+from fastapi import Depends, Header, Request
+
+from agentflow.api.errors import ApiError
+from agentflow.api.schemas import MAX_VERSION
+from agentflow.core.definitions import NAME_PATTERN
+from agentflow.core.errors import NotFoundError
+from agentflow.engine import DEFAULT_WORKSPACE, Engine
+
+WORKSPACE_HEADER = "X-Agentflow-Workspace"
+_NAME = re.compile(NAME_PATTERN)
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$")
+
+
+def get_engine(request: Request) -> Engine:
+    """The engine the app was created with."""
+    engine: Engine = request.app.state.engine
+    return engine
+
+
+def get_workspace(
+    workspace: Annotated[
+        str | None,
+        Header(
+            alias=WORKSPACE_HEADER,
+            description="The workspace (tenant) to act in; the default workspace when absent.",
+        ),
+    ] = None,
+) -> UUID:
+    """The workspace of the request, from the ``X-Agentflow-Workspace`` header.
+
+    Raises:
+        ApiError: 400 ``invalid_workspace`` when the header is not a UUID.
+    """
+    if workspace is None:
+        return DEFAULT_WORKSPACE
+    if not _UUID.fullmatch(workspace.strip()):
+        raise ApiError(
+            400,
+            "invalid_workspace",
+            f"the {WORKSPACE_HEADER} header must be a workspace id (a UUID)",
+            solution=f"Send a UUID in {WORKSPACE_HEADER}, or omit it for the default workspace.",
+        )
+    return UUID(workspace.strip())
+
+
+EngineDep = Annotated[Engine, Depends(get_engine)]
+WorkspaceDep = Annotated[UUID, Depends(get_workspace)]
+
+
+def workflow_ref(value: str) -> UUID | str:
+    """A workflow id or name from the path.
+
+    Raises:
+        NotFoundError: ``workflow_not_found`` when it can be neither.
+    """
+    if _UUID.fullmatch(value):
+        return UUID(value)
+    if _NAME.fullmatch(value):
+        return value
+    raise NotFoundError("workflow_not_found", f"no workflow {_shown(value)} in this workspace")
+
+
+def run_ref(value: str) -> UUID:
+    """A run id from the path.
+
+    Raises:
+        NotFoundError: ``run_not_found`` when it is not a UUID.
+    """
+    if not _UUID.fullmatch(value):
+        raise NotFoundError("run_not_found", f"no run {_shown(value)} in this workspace")
+    return UUID(value)
+
+
+def version_ref(value: str) -> int | None:
+    """A version number from the path (``latest`` means the newest).
+
+    Raises:
+        NotFoundError: ``version_not_found`` unless it is ``latest`` or 1..2**31-1.
+    """
+    if value == "latest":
+        return None
+    if value.isascii() and value.isdigit() and len(value) <= 10 and 1 <= int(value) <= MAX_VERSION:
+        return int(value)
+    raise NotFoundError("version_not_found", f"no version {_shown(value)} of this workflow")
+
+
+def _shown(value: str) -> str:
+    """A path value, safe and short enough to quote in a message."""
+    text = value.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
+    return repr(text if len(text) <= 80 else text[:79] + "…")

@@ -1,0 +1,98 @@
+"""``/api/ai/workflows/{workflow_id}/runs``: start, list, inspect, cancel and retry runs."""
+
+from __future__ import annotations
+
+from typing import Annotated
+from uuid import UUID
+
+from fastapi import APIRouter, Body, Query, Response
+
+from agentflow.api.deps import EngineDep, WorkspaceDep, run_ref, workflow_ref
+from agentflow.api.schemas import ERROR_RESPONSES, Run, RunDetail, RunList, StartRun, Step
+from agentflow.core.errors import NotFoundError
+from agentflow.core.records import RunRecord
+from agentflow.core.statuses import RunStatus
+from agentflow.engine import Engine
+
+router = APIRouter(
+    prefix="/api/ai/workflows/{workflow_id}/runs", tags=["runs"], responses={**ERROR_RESPONSES}
+)
+
+
+@router.get("", response_model=RunList, summary="List runs of a workflow")
+async def list_runs(
+    workflow_id: str,
+    engine: EngineDep,
+    workspace: WorkspaceDep,
+    status: Annotated[RunStatus | None, Query(description="Only runs with this status.")] = None,
+    limit: Annotated[int, Query(ge=1, le=500, description="At most this many runs.")] = 50,
+    before: Annotated[
+        UUID | None, Query(description="Continue after this run (the previous page's `next_before`).")
+    ] = None,
+) -> RunList:
+    """Runs of the workflow, newest first, one page at a time."""
+    workflow = await engine.get_workflow(workflow_ref(workflow_id), workspace_id=workspace)
+    records = await engine.list_runs(
+        workflow=workflow.id, status=status, limit=limit, before=before, workspace_id=workspace
+    )
+    next_before = records[-1].id if len(records) == limit else None
+    return RunList(runs=[Run.model_validate(r) for r in records], next_before=next_before)
+
+
+@router.post(
+    "", response_model=Run, status_code=201, summary="Start a run", response_description="The run, created"
+)
+async def start_run(
+    workflow_id: str,
+    response: Response,
+    engine: EngineDep,
+    workspace: WorkspaceDep,
+    request: Annotated[StartRun | None, Body(examples=[{"payload": {"name": "Ada"}}])] = None,
+) -> Run:
+    """Start a run of the workflow's latest version (or ``version``) with ``payload`` as input."""
+    request = request or StartRun()
+    workflow = await engine.get_workflow(workflow_ref(workflow_id), workspace_id=workspace)
+    run = await engine.start_run(
+        workflow.id,
+        request.payload,
+        version=request.version,
+        enrollment_key=request.enrollment_key,
+        workspace_id=workspace,
+    )
+    response.headers["Location"] = f"/api/ai/workflows/{workflow.id}/runs/{run.id}"
+    return Run.model_validate(run)
+
+
+@router.get("/{run_id}", response_model=RunDetail, summary="Get a run and its steps")
+async def get_run(workflow_id: str, run_id: str, engine: EngineDep, workspace: WorkspaceDep) -> RunDetail:
+    """A run of this workflow with its step timeline (every attempt, in order)."""
+    run = await _run_of(engine, workspace, workflow_id, run_id)
+    steps = await engine.list_steps(run.id, workspace_id=workspace)
+    return RunDetail(**Run.model_validate(run).model_dump(), steps=[Step.model_validate(s) for s in steps])
+
+
+@router.post("/{run_id}/cancel", response_model=Run, summary="Cancel a run")
+async def cancel_run(workflow_id: str, run_id: str, engine: EngineDep, workspace: WorkspaceDep) -> Run:
+    """Cancel a run: at once, or at its next step boundary while a step executes.
+
+    The run comes back ``canceled``, or still running with ``cancel_requested`` true.
+    409 ``run_already_ended`` when it has ended.
+    """
+    run = await _run_of(engine, workspace, workflow_id, run_id)
+    return Run.model_validate(await engine.cancel_run(run.id, workspace_id=workspace))
+
+
+@router.post("/{run_id}/retry", response_model=Run, summary="Retry a failed run")
+async def retry_run(workflow_id: str, run_id: str, engine: EngineDep, workspace: WorkspaceDep) -> Run:
+    """Retry a failed run from its failed step; 409 ``run_not_failed`` for any other status."""
+    run = await _run_of(engine, workspace, workflow_id, run_id)
+    return Run.model_validate(await engine.retry_run(run.id, workspace_id=workspace))
+
+
+async def _run_of(engine: Engine, workspace: UUID, workflow_id: str, run_id: str) -> RunRecord:
+    """The run, which must belong to the workflow (404 otherwise)."""
+    workflow = await engine.get_workflow(workflow_ref(workflow_id), workspace_id=workspace)
+    run = await engine.get_run(run_ref(run_id), workspace_id=workspace)
+    if run.workflow_id != workflow.id:
+        raise NotFoundError("run_not_found", f"no run {run.id} in workflow {workflow.name!r}")
+    return run

@@ -1,0 +1,185 @@
+"""Request and response bodies of the HTTP API (they make ``/openapi.json`` meaningful)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentflow.core.statuses import RunStatus
+
+MAX_VERSION = 2**31 - 1
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+
+class ErrorBody(BaseModel):
+    """A structured error: match on ``code``; show ``message`` and ``solution`` to people."""
+
+    code: str = Field(examples=["run_not_found"])
+    message: str
+    details: dict[str, Any] | None = None
+    solution: str | None = None
+
+
+class ErrorResponse(BaseModel):
+    """The body of every error response."""
+
+    error: ErrorBody
+
+
+class Workflow(_Out):
+    """A workflow: a name, a kind, flags and the number of its newest version."""
+
+    id: UUID
+    workspace_id: UUID
+    name: str
+    kind: str = Field(examples=["structured"])
+    latest_version: int
+    draft: bool
+    enabled: bool
+    created_at: datetime
+    updated_at: datetime
+
+
+class WorkflowDetail(Workflow):
+    """A workflow with the config of its latest version."""
+
+    config: dict[str, Any]
+    content_hash: str
+
+
+class WorkflowList(BaseModel):
+    """Every workflow of the workspace, by name."""
+
+    workflows: list[Workflow]
+
+
+class Version(_Out):
+    """An immutable config snapshot of a workflow."""
+
+    workflow_id: UUID
+    version: int
+    config: dict[str, Any]
+    content_hash: str
+    created_at: datetime
+
+
+class Published(BaseModel):
+    """The outcome of publishing a config (``created`` is false when nothing changed)."""
+
+    workflow: Workflow
+    version: int
+    content_hash: str
+    created: bool
+
+
+class StartRun(BaseModel):
+    """Start a run manually."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    payload: Any = Field(default=None, description="The run's input (``{{ payload.x }}`` in templates).")
+    version: int | None = Field(default=None, ge=1, le=MAX_VERSION, description="Pin a version.")
+    enrollment_key: str | None = Field(
+        default=None, min_length=1, max_length=500, description="At most one active run per key."
+    )
+
+
+class Run(_Out):
+    """A run: its status, input, output or error, position, lease and usage."""
+
+    id: UUID
+    workspace_id: UUID
+    workflow_id: UUID
+    workflow_version: int
+    status: RunStatus
+    status_reason: str | None
+    enrollment_key: str | None
+    input: Any
+    state: dict[str, Any]
+    output: Any
+    error: dict[str, Any] | None
+    step_seq: int
+    attempt: int
+    rescues: int
+    due_at: datetime | None
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    fencing_token: int
+    cancel_requested: bool
+    parent_run_id: UUID | None
+    input_tokens: int
+    output_tokens: int
+    cached_input_tokens: int
+    usd_cost: Decimal
+    created_at: datetime
+    started_at: datetime | None
+    updated_at: datetime
+    completed_at: datetime | None
+    canceled_at: datetime | None
+
+
+class Step(_Out):
+    """One attempt of one step of a run."""
+
+    id: int
+    seq: int
+    attempt: int
+    node_id: str | None
+    kind: str
+    name: str | None
+    status: str
+    input: Any
+    output: Any
+    error: dict[str, Any] | None
+    idempotency_key: str
+    worker: str | None
+    fencing_token: int
+    started_at: datetime
+    finished_at: datetime
+    duration_ms: float
+    input_tokens: int
+    output_tokens: int
+    cached_input_tokens: int
+    usd_cost: Decimal
+
+
+class RunDetail(Run):
+    """A run with its step timeline (every attempt, in order)."""
+
+    steps: list[Step]
+
+
+class RunList(BaseModel):
+    """Runs, newest first; pass ``next_before`` as ``before`` for the next page."""
+
+    runs: list[Run]
+    next_before: UUID | None
+
+
+class Health(BaseModel):
+    """Liveness or readiness."""
+
+    status: str = Field(examples=["ok"])
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"model": ErrorResponse, "description": description}
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: _error("Malformed request: `invalid_json`, `too_deep`, `unstorable_text`, `invalid_workspace`..."),
+    404: _error("Unknown (or malformed) id in this workspace"),
+    413: _error("`body_too_large`: the body is over 1 MiB"),
+    415: _error("`unsupported_media_type`: the body is not JSON"),
+    422: _error("`invalid_request` (or `config_invalid`): `details.errors` lists each path"),
+    500: _error("`internal_error`: a bug; the details are in the server log"),
+    503: _error("`database_unavailable`: retry after the `Retry-After` seconds"),
+}
+"""The error responses every API route documents."""

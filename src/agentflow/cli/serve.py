@@ -1,0 +1,132 @@
+"""``agentflow serve``: the HTTP API and a worker in one process."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+
+import typer
+import uvicorn
+
+from agentflow.api.app import create_app
+from agentflow.api.server import ApiServer
+from agentflow.cli.common import IMPORTS_OPTION, console, err_console, fail, settings_with
+from agentflow.core.errors import AgentflowError
+from agentflow.engine import Engine
+from agentflow.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+
+def serve(
+    host: str | None = typer.Option(None, help="Interface to listen on (default AGENTFLOW_HOST)."),
+    port: int | None = typer.Option(None, min=0, max=65535, help="Port (default AGENTFLOW_PORT)."),
+    imports: list[str] | None = IMPORTS_OPTION,
+    concurrency: int | None = typer.Option(
+        None, "--concurrency", "-c", min=1, help="Runs the worker executes at once."
+    ),
+    no_worker: bool = typer.Option(False, "--no-worker", help="Serve the API only; run workers apart."),
+) -> None:
+    """Serve the API (and, unless --no-worker, a worker) until SIGTERM or Ctrl-C.
+
+    On the first signal the worker finishes its current steps, then the API stops. A second
+    signal stops the API without waiting for open connections (the worker's steps still end).
+    """
+    settings = settings_with(imports)
+    try:
+        code = asyncio.run(
+            run_server(
+                settings,
+                host=host or settings.host,
+                port=settings.port if port is None else port,
+                concurrency=concurrency,
+                with_worker=not no_worker,
+            )
+        )
+    except AgentflowError as exc:
+        fail(exc)
+        return
+    raise typer.Exit(code)
+
+
+async def run_server(
+    settings: Settings, *, host: str, port: int, concurrency: int | None, with_worker: bool
+) -> int:
+    """Open the engine, serve the API and run a worker until a signal; return the exit code.
+
+    Args:
+        settings: the engine's settings.
+        host / port: where the API listens.
+        concurrency: the worker's concurrency (default from settings).
+        with_worker: run a worker in this process.
+
+    Returns:
+        0 after a requested shutdown, 1 when the server failed to start or the worker died.
+    """
+    async with Engine.open(settings) as engine:
+        config = uvicorn.Config(
+            create_app(engine), host=host, port=port, lifespan="off", timeout_graceful_shutdown=30
+        )
+        server = ApiServer(config)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def on_signal() -> None:
+            if stop.is_set():  # a second signal: stop serving at once
+                server.force_exit = True
+            stop.set()
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, on_signal)
+        try:
+            try:
+                api = await server.serve_until_started()
+            except RuntimeError as exc:
+                err_console.print(f"[bold red]error[/] {exc}")
+                return 1
+            return await _supervise(engine, server, api, stop, concurrency, with_worker)
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+
+
+async def _supervise(
+    engine: Engine,
+    server: ApiServer,
+    api: asyncio.Task[None],
+    stop: asyncio.Event,
+    concurrency: int | None,
+    with_worker: bool,
+) -> int:
+    """Run until a signal or a failure; stop the worker first, then the API."""
+    worker = engine.worker(concurrency=concurrency) if with_worker else None
+    work = asyncio.create_task(worker.run(), name="agentflow-worker") if worker else None
+    if worker is not None:
+        console.print(
+            f"worker [bold]{worker.name}[/] running ({worker.concurrency} at once)", highlight=False
+        )
+    stopping = asyncio.create_task(stop.wait())
+    watched = {stopping, api} | ({work} if work else set())
+    done, _ = await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
+    code = 0 if stopping in done else 1
+    if worker is not None and work is not None:
+        if not work.done():
+            console.print("stopping: the worker finishes its current steps first")
+        worker.stop()  # stop claiming; current steps finish and their runs are released
+        try:
+            await work
+        except Exception:
+            logger.exception("the worker failed")
+            code = 1
+    server.should_exit = True
+    try:
+        await api
+    except Exception:
+        logger.exception("the API server failed")
+        code = 1
+    stopping.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await stopping
+    return code
