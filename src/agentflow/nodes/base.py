@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-from concurrent.futures import Executor
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol
@@ -12,6 +10,7 @@ from agentflow.core.node_specs import NodeSpec
 from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
 from agentflow.core.tools import ToolRegistry
+from agentflow.nodes.threads import ToolThreads
 
 
 @dataclass(frozen=True)
@@ -20,18 +19,17 @@ class NodeEnv:
 
     Attributes:
         tools: the registered tools.
-        executor: threads for sync tools (a sync tool that hangs keeps its thread).
+        threads: runs sync tools, a thread per call.
         template_context: ``payload``, ``steps`` and ``run`` for rendering templates.
     """
 
     tools: ToolRegistry
-    executor: Executor | None
+    threads: ToolThreads
     template_context: dict[str, Any]
 
     async def call_sync(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
-        """Run a blocking function on the tool threads."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.executor, lambda: fn(*args, **kwargs))
+        """Run a blocking function on its own thread."""
+        return await self.threads.call(fn, *args, **kwargs)
 
 
 class NodeRunner(Protocol):

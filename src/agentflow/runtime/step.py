@@ -93,7 +93,7 @@ async def execute(
     )
     env = NodeEnv(
         tools_env.tools,
-        tools_env.executor,
+        tools_env.threads,
         {
             "payload": run.input,
             "steps": cursor.outputs,

@@ -15,7 +15,7 @@ import os
 import socket
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from uuid import UUID
 
 import asyncpg
@@ -27,6 +27,7 @@ from agentflow.core.records import RunRecord
 from agentflow.core.statuses import RunStatus
 from agentflow.core.tools import ToolRegistry, default_registry
 from agentflow.nodes.base import NodeEnv
+from agentflow.nodes.threads import ToolThreads
 from agentflow.runtime import metrics, step
 from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.failpoints import failpoint
@@ -45,6 +46,17 @@ _DB_ERRORS = (
     asyncpg.ConnectionDoesNotExistError,
     asyncpg.QueryCanceledError,
 )
+
+
+@dataclass(eq=False)
+class _Held:
+    """One claim this worker holds: the run, its token, and the task driving it."""
+
+    workspace_id: UUID
+    run_id: UUID
+    token: int
+    task: asyncio.Task[None] | None = None
+    step: asyncio.Future[step.StepOutcome] | None = None
 
 
 class Worker:
@@ -73,13 +85,15 @@ class Worker:
         self.name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self._tools = tools or default_registry
         self._configs = ConfigCache(db.pool)
-        self._executor = ThreadPoolExecutor(self.concurrency, thread_name_prefix="agentflow-tool")
-        self._env = NodeEnv(self._tools, self._executor, {})
+        self.threads = ToolThreads()
+        self._env = NodeEnv(self._tools, self.threads, {})
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
-        self._drivers: dict[UUID, asyncio.Task[None]] = {}
-        self._held: dict[UUID, tuple[UUID, UUID, int]] = {}
-        self._steps: dict[UUID, asyncio.Future[step.StepOutcome]] = {}
+        # Claims by run id. A run can be re-claimed by this same worker after its lease
+        # lapsed (a stalled heartbeat): the newer claim replaces the older one here, and the
+        # older driver's cleanup must not touch it, hence identity checks on _Held.
+        self._held: dict[UUID, _Held] = {}
+        self._drivers: set[asyncio.Task[None]] = set()
         self._planned_wake = 0.0
 
     def stop(self) -> None:
@@ -99,14 +113,13 @@ class Worker:
             await self._claim_loop()
         finally:
             if self._drivers:
-                await asyncio.gather(*self._drivers.values(), return_exceptions=True)
+                await asyncio.gather(*self._drivers, return_exceptions=True)
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
             if listener is not None:
                 with contextlib.suppress(*_DB_ERRORS):
                     await listener.close()
-            self._executor.shutdown(wait=False, cancel_futures=True)
 
     async def _listen(self) -> asyncpg.Connection | None:
         try:
@@ -119,7 +132,7 @@ class Worker:
         backoff = 0.0
         while not self._stopping.is_set():
             self._wake.clear()
-            free = self.concurrency - len(self._drivers)
+            free = self.concurrency - len(self._held)
             claimed: list[runs.Claimed] = []
             try:
                 if free > 0:
@@ -147,7 +160,7 @@ class Worker:
 
     async def _sleep_for(self, idle: bool) -> float:
         delay = self.settings.poll_interval
-        if len(self._drivers) < self.concurrency:
+        if len(self._held) < self.concurrency:
             due = await runs.seconds_to_next_due(self.db.pool)
             if due is not None:
                 # Overdue runs locked by another worker: look again soon, without spinning.
@@ -163,17 +176,22 @@ class Worker:
             metrics.RUNS_TERMINAL.labels(run.status.value).inc()
             logger.warning("run %s ended at claim: %s", run.id, run.status_reason)
             return
-        self._held[run.id] = (run.workspace_id, run.id, run.fencing_token)
-        task = asyncio.create_task(self._drive(run), name=f"agentflow-run-{run.id}")
-        self._drivers[run.id] = task
-        task.add_done_callback(functools.partial(self._forget, run.id))
+        older = self._held.get(run.id)
+        if older is not None and older.step is not None:
+            older.step.cancel()  # our own lapsed claim: its result would be fenced off anyway
+        held = _Held(run.workspace_id, run.id, run.fencing_token)
+        self._held[run.id] = held
+        held.task = asyncio.create_task(self._drive(run, held), name=f"agentflow-run-{run.id}")
+        self._drivers.add(held.task)
+        held.task.add_done_callback(functools.partial(self._forget, held))
 
-    def _forget(self, run_id: UUID, _task: object = None) -> None:
-        self._drivers.pop(run_id, None)
-        self._held.pop(run_id, None)
+    def _forget(self, held: _Held, task: asyncio.Task[None]) -> None:
+        self._drivers.discard(task)
+        if self._held.get(held.run_id) is held:
+            del self._held[held.run_id]
         self._wake.set()  # a slot is free
 
-    async def _drive(self, run: RunRecord) -> None:
+    async def _drive(self, run: RunRecord, held: _Held) -> None:
         token = run.fencing_token
         try:
             config = await self._configs.get(run.workspace_id, run.workflow_id, run.workflow_version)
@@ -184,12 +202,11 @@ class Worker:
             cursor = step.Cursor.of(run, outputs)
             while True:
                 failpoint("before_step")
-                future = asyncio.ensure_future(step.execute(config, run, cursor, self._env, token))
-                self._steps[run.id] = future
+                held.step = asyncio.ensure_future(step.execute(config, run, cursor, self._env, token))
                 try:
-                    outcome = await future
+                    outcome = await held.step
                 finally:
-                    self._steps.pop(run.id, None)
+                    held.step = None
                 failpoint("after_step")
                 if not await self._checkpoint(run, token, outcome):
                     return
@@ -262,12 +279,12 @@ class Worker:
         while True:
             await asyncio.sleep(interval)
             held = list(self._held.values())
+            claims = [(h.workspace_id, h.run_id, h.token) for h in held]
             try:
-                kept = await runs.heartbeat(self.db.pool, self.name, held, self.settings.lease_ttl)
+                kept = await runs.heartbeat(self.db.pool, self.name, claims, self.settings.lease_ttl)
             except _DB_ERRORS as exc:
                 logger.warning("heartbeat failed: %s", exc)
                 continue
-            for _ws, run_id, _token in held:
-                future = self._steps.get(run_id)
-                if run_id not in kept and future is not None and run_id in self._held:
-                    future.cancel()  # lease lost: stop wasting work; the fence rejects it anyway
+            for claim in held:
+                if claim.run_id not in kept and claim.step is not None:
+                    claim.step.cancel()  # lease lost: stop wasting work; the fence rejects it anyway

@@ -1,0 +1,227 @@
+"""Independent checks the fault tests share: count reconciliation and lease monitoring.
+
+Nothing here trusts the engine's own bookkeeping of what it did: runs, steps and tasks are
+counted with plain SQL, external effects with the recording server.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+
+from tests.support.processes import Death
+from tests.support.recording_server import RecordingServer
+
+
+async def reconcile(
+    pool: asyncpg.Pool,
+    recorder: RecordingServer,
+    run_ids: list[UUID],
+    *,
+    steps_per_run: int,
+    keyed_seq: int,
+) -> dict[str, Any]:
+    """Count what happened to ``run_ids``; return a verdict of lost / duplicated / unexpected.
+
+    Each run is expected to have completed; to have exactly one ``completed`` step row for
+    each seq ``0..steps_per_run-1`` and none beyond; exactly one task row; exactly one
+    applied keyed effect on the recorder's ``/keyed`` path, whose every raw call carried
+    the key ``run_id:keyed_seq``; and at least one raw call to ``/unkeyed``.
+    """
+    ids = set(run_ids)
+    runs = await pool.fetch("SELECT id, status, status_reason FROM runs WHERE id = any($1::uuid[])", run_ids)
+    status = {r["id"]: r["status"] for r in runs}
+    steps = await pool.fetch(
+        "SELECT run_id, seq, count(*) AS n FROM run_steps WHERE run_id = any($1::uuid[])"
+        " AND status = 'completed' GROUP BY run_id, seq",
+        run_ids,
+    )
+    seqs: dict[UUID, dict[int, int]] = defaultdict(dict)
+    for row in steps:
+        seqs[row["run_id"]][row["seq"]] = row["n"]
+    task_rows = await pool.fetch(
+        "SELECT run_id, count(*) AS n FROM tasks WHERE run_id = any($1::uuid[]) GROUP BY run_id", run_ids
+    )
+    tasks = {r["run_id"]: r["n"] for r in task_rows}
+    failed_attempts = await pool.fetchval(
+        "SELECT count(*) FROM run_steps WHERE run_id = any($1::uuid[]) AND status = 'failed'", run_ids
+    )
+    stray_tasks = await pool.fetchval(
+        "SELECT count(*) FROM tasks WHERE run_id IS NULL OR NOT run_id = any($1::uuid[])", run_ids
+    )
+
+    keyed_calls = recorder.calls("/keyed")
+    applied_per_run = Counter(str(body.get("run_id")) for body in recorder.applied("/keyed").values())
+    unkeyed = recorder.raw_counts("/unkeyed")
+    unstable = [c for c in keyed_calls if c.key != f"{c.body.get('run_id')}:{keyed_seq}"]
+    unknown = [
+        c
+        for c in recorder.calls()
+        if c.path in ("/keyed", "/unkeyed") and _uuid(c.body.get("run_id")) not in ids
+    ]
+    expected = set(range(steps_per_run))
+    verdict: dict[str, Any] = {
+        "runs": len(run_ids),
+        "lost": {
+            "runs_not_completed": sum(1 for i in run_ids if status.get(i) != "completed"),
+            "missing_checkpoints": sum(len(expected - set(seqs[i])) for i in run_ids),
+            "missing_tasks": sum(1 for i in run_ids if tasks.get(i, 0) == 0),
+            "missing_keyed_effects": sum(1 for i in run_ids if applied_per_run[str(i)] == 0),
+            "missing_unkeyed_calls": sum(1 for i in run_ids if unkeyed[str(i)] == 0),
+        },
+        "duplicated": {
+            "checkpoints": sum(n - 1 for i in run_ids for n in seqs[i].values() if n > 1),
+            "tasks": sum(tasks.get(i, 0) - 1 for i in run_ids if tasks.get(i, 0) > 1),
+            "keyed_effects": sum(applied_per_run[str(i)] - 1 for i in run_ids if applied_per_run[str(i)] > 1),
+        },
+        "unexpected": {
+            "run_statuses": dict(Counter(str(s) for s in status.values() if s != "completed")),
+            "missing_runs": len(ids - set(status)),
+            "checkpoints_beyond_last_step": sum(len(set(seqs[i]) - expected) for i in run_ids),
+            "keyed_calls_with_unstable_key": len(unstable),
+            "calls_from_unknown_runs": len(unknown),
+            "stray_tasks": stray_tasks,
+            "failed_step_attempts": failed_attempts,
+        },
+        "at_least_once": {
+            "unkeyed_calls": sum(unkeyed[str(i)] for i in run_ids),
+            "unkeyed_duplicates": sum(unkeyed[str(i)] - 1 for i in run_ids if unkeyed[str(i)] > 1),
+            "runs_with_unkeyed_duplicates": sum(1 for i in run_ids if unkeyed[str(i)] > 1),
+            "keyed_raw_calls": len(keyed_calls),
+            "keyed_repeats_dropped_by_receiver": sum(1 for c in keyed_calls if not c.applied),
+            "requests_cut_off_by_kills": len(recorder.aborted()),
+        },
+    }
+    samples = [(c.path, c.key, c.body) for c in (unstable + unknown)[:3]]
+    if samples:
+        verdict["samples_of_unexpected_calls"] = samples
+    return verdict
+
+
+def problems(verdict: dict[str, Any]) -> dict[str, Any]:
+    """The non-zero counts under ``lost``, ``duplicated`` and ``unexpected``."""
+    found: dict[str, Any] = {}
+    for section in ("lost", "duplicated", "unexpected"):
+        for name, value in verdict[section].items():
+            if value:
+                found[f"{section}.{name}"] = value
+    return found
+
+
+def print_verdict(title: str, verdict: dict[str, Any]) -> None:
+    """Print the verdict as one JSON line (pytest shows it with -s or on failure)."""
+    print(f"\nVERDICT {title}: {json.dumps(verdict, sort_keys=True, default=str)}")
+
+
+def _uuid(value: Any) -> UUID | None:
+    try:
+        return UUID(str(value))
+    except ValueError:
+        return None
+
+
+@dataclass
+class Orphan:
+    """A run a worker held (``in_progress``, its lease owner) when that worker died.
+
+    Attributes:
+        run_id: the run.
+        token: its fencing token at the death.
+        lease_expires_at: its lease expiry (database clock) as last extended by the dead
+            worker; at most one lease TTL after the death.
+        death: the death.
+        reclaimed_at: ``time.monotonic()`` of the first poll that saw a newer token.
+        reclaimed_db: the database clock at that poll.
+    """
+
+    run_id: UUID
+    token: int
+    lease_expires_at: datetime
+    death: Death
+    reclaimed_at: float | None = None
+    reclaimed_db: datetime | None = None
+
+    @property
+    def since_death(self) -> float | None:
+        """Seconds from the death being noticed to the re-claim being observed."""
+        return None if self.reclaimed_at is None else self.reclaimed_at - self.death.at
+
+    @property
+    def after_expiry(self) -> float | None:
+        """Seconds (database clock) from the lease expiry to the re-claim being observed."""
+        if self.reclaimed_db is None:
+            return None
+        return (self.reclaimed_db - self.lease_expires_at).total_seconds()
+
+
+@dataclass
+class LeaseMonitor:
+    """Polls ``runs`` to find the runs each dead worker held and when they were re-claimed.
+
+    A dead worker's runs are the ``in_progress`` rows still naming it as lease owner at the
+    first poll after its death was noticed (within ~0.1 s; a live worker's lease has about
+    2/3 of its TTL left at any moment, so none can have been re-claimed yet). A re-claim is
+    observed as a higher ``fencing_token`` (every claim bumps it), at most one poll period
+    after it happened: the latencies reported are upper bounds of the true ones.
+    """
+
+    pool: asyncpg.Pool
+    period: float = 0.1
+    orphans: list[Orphan] = field(default_factory=list)
+    pending: list[Death] = field(default_factory=list)
+    polls: int = 0
+
+    def on_death(self, _worker: object, death: Death) -> None:
+        self.pending.append(death)
+
+    async def poll(self) -> list[asyncpg.Record]:
+        rows = await self.pool.fetch(
+            "SELECT id, status, lease_owner, fencing_token, lease_expires_at,"
+            " clock_timestamp() AS db_now FROM runs"
+        )
+        now = time.monotonic()
+        self.polls += 1
+        deaths, self.pending = self.pending, []
+        by_name = {d.name: d for d in deaths}
+        for row in rows:
+            death = by_name.get(row["lease_owner"])
+            if death is not None and row["status"] == "in_progress":
+                self.orphans.append(Orphan(row["id"], row["fencing_token"], row["lease_expires_at"], death))
+        by_id = {row["id"]: row for row in rows}
+        for orphan in self.orphans:
+            row = by_id.get(orphan.run_id)
+            if orphan.reclaimed_at is None and row is not None and row["fencing_token"] > orphan.token:
+                orphan.reclaimed_at = now
+                orphan.reclaimed_db = row["db_now"]
+        return list(rows)
+
+    def summary(self) -> dict[str, Any]:
+        done = [o for o in self.orphans if o.reclaimed_at is not None]
+        since = [o.since_death for o in done if o.since_death is not None]
+        after = [o.after_expiry for o in done if o.after_expiry is not None]
+        return {
+            "orphaned_runs": len(self.orphans),
+            "never_reclaimed": len(self.orphans) - len(done),
+            "since_death_s": _figures(since),
+            "after_lease_expiry_s": _figures(after),
+        }
+
+
+def _figures(values: list[float]) -> dict[str, float] | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return {
+        "min": round(ordered[0], 3),
+        "p50": round(statistics.median(ordered), 3),
+        "p95": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))], 3),
+        "max": round(ordered[-1], 3),
+    }
