@@ -33,6 +33,7 @@ from agentflow.core.errors import ConflictError, NotFoundError
 from agentflow.core.records import RunRecord, StepRecord, VersionRecord, WorkflowRecord
 from agentflow.core.tools import ToolRegistry
 from agentflow.runtime import metrics
+from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.worker import Worker
 from agentflow.settings import Settings
 from agentflow.store import migrate, reads, runs, tasks, workflows
@@ -54,6 +55,7 @@ class Engine:
         self.db = db
         self.settings = settings
         self._embedded = embedded
+        self._configs = ConfigCache(db.pool)
 
     @classmethod
     @asynccontextmanager
@@ -181,8 +183,13 @@ class Engine:
             NotFoundError: no such workflow or version.
             ConflictError: ``run_already_active`` when another active run holds the key.
         """
-        record = await self.get_version(workflow, version, workspace_id=workspace_id)
-        config = validate_config(record.config)
+        ref = workflow if isinstance(workflow, UUID) else (UUID(workflow) if _is_uuid(workflow) else None)
+        record = await workflows.resolve_version(
+            self.db.pool, workspace_id, workflow_id=ref, name=str(workflow), version=version
+        )
+        if record is None:  # say precisely what is missing
+            record = await self.get_version(workflow, version, workspace_id=workspace_id)
+        config = self._configs.parse(record)
         if not isinstance(config, StructuredConfig):
             raise ConflictError(
                 "kind_not_runnable",

@@ -278,13 +278,19 @@ async def test_heartbeats_keep_the_lease_through_a_step_longer_than_the_ttl(engi
     assert len(await engine.list_steps(run.id)) == 1
 
 
-async def test_step_outputs_reach_templates_after_a_wait_on_a_fresh_claim(engine: Engine, worker: Worker) -> None:
+async def test_step_outputs_reach_templates_after_a_wait_on_a_fresh_claim(
+    engine: Engine, worker: Worker
+) -> None:
     await engine.publish_workflow(
         flow(
             "remembers",
             {"id": "first", "type": "tool", "tool": "echo", "args": {"value": {"items": [1, 2], "n": 5}}},
             {"id": "nap", "type": "wait", "duration": "0.3s"},
-            {"id": "end", "type": "finish", "output": {"items": "{{ steps.first.value['items'] }}", "n": "{{ steps.first.value.n + 1 }}"}},
+            {
+                "id": "end",
+                "type": "finish",
+                "output": {"items": "{{ steps.first.value['items'] }}", "n": "{{ steps.first.value.n + 1 }}"},
+            },
         )
     )
     run = await engine.start_run("remembers")

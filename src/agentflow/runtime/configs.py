@@ -8,6 +8,7 @@ import asyncpg
 
 from agentflow.core.definitions import AgentConfig, StructuredConfig, validate_config
 from agentflow.core.errors import NotFoundError
+from agentflow.core.records import VersionRecord
 from agentflow.store import workflows
 
 
@@ -23,12 +24,19 @@ class ConfigCache:
         self, workspace_id: UUID, workflow_id: UUID, version: int
     ) -> AgentConfig | StructuredConfig:
         """The parsed config of one version."""
-        key = (workspace_id, workflow_id, version)
+        config = self._items.get((workspace_id, workflow_id, version))
+        if config is not None:
+            return config
+        record = await workflows.get_version(self._pool, workspace_id, workflow_id, version)
+        if record is None:
+            raise NotFoundError("version_not_found", f"workflow {workflow_id} has no version {version}")
+        return self.parse(record)
+
+    def parse(self, record: VersionRecord) -> AgentConfig | StructuredConfig:
+        """The parsed config of a version record (parsed once, then cached)."""
+        key = (record.workspace_id, record.workflow_id, record.version)
         config = self._items.get(key)
         if config is None:
-            record = await workflows.get_version(self._pool, workspace_id, workflow_id, version)
-            if record is None:
-                raise NotFoundError("version_not_found", f"workflow {workflow_id} has no version {version}")
             config = validate_config(record.config)
             if len(self._items) >= self._size:
                 self._items.pop(next(iter(self._items)))

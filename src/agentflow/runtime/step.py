@@ -112,7 +112,8 @@ async def execute(
         name = runner.describe(node)
         timeout = planner.step_timeout(config, node, runner.timeout_override(node, env))
         try:
-            step_input, result = await asyncio.wait_for(runner.run(node, ctx, env), timeout)
+            async with asyncio.timeout(timeout):
+                step_input, result = await runner.run(node, ctx, env)
         except TimeoutError:
             raise StepFailure(
                 "step_timeout",

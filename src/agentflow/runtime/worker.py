@@ -163,8 +163,9 @@ class Worker:
         if len(self._held) < self.concurrency:
             due = await runs.seconds_to_next_due(self.db.pool)
             if due is not None:
-                # Overdue runs locked by another worker: look again soon, without spinning.
-                delay = min(delay, max(due, 0.01 if idle else 0.0))
+                # A run due later: sleep exactly until then. One overdue but not claimable
+                # (locked by another worker): look again soon, without spinning.
+                delay = min(delay, due if due > 0 else (0.01 if idle else 0.0))
         return delay
 
     def _accept(self, item: runs.Claimed) -> None:

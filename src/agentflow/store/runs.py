@@ -49,7 +49,7 @@ async def start(
 
 _CLAIM = """
 WITH due AS (
-    SELECT workspace_id, id,
+    SELECT ctid AS tid,
            CASE WHEN cancel_requested THEN 'canceled'
                 WHEN lease_owner IS NOT NULL AND rescues >= $4 THEN 'failed'
                 ELSE 'in_progress' END AS verdict,
@@ -81,7 +81,10 @@ UPDATE runs r SET
     canceled_at = CASE WHEN due.verdict = 'canceled' THEN now() ELSE r.canceled_at END,
     updated_at = now()
 FROM due
-WHERE r.workspace_id = due.workspace_id AND r.id = due.id
+-- Join on the physical row: a Tid scan whatever the table's size (a join on the key can be
+-- planned as a scan of every run). If a row changes between this statement's snapshot and
+-- its lock, it is skipped and the next claim takes it.
+WHERE r.ctid = due.tid
 RETURNING r.*, due.rescued
 """
 
@@ -141,7 +144,14 @@ WITH r AS (
            r.id::text || ':' || $13, $4, $3,
            clock_timestamp() - make_interval(secs => $22), clock_timestamp()
     FROM r
-), t AS (
+)
+
+SELECT * FROM r
+"""
+# The same, also inserting the tasks the step asked for ($23), exactly once with the step.
+_CHECKPOINT_WITH_TASKS = _CHECKPOINT.replace(
+    "\nSELECT * FROM r",
+    """, t AS (
     INSERT INTO tasks (workspace_id, id, run_id, origin_key, title, description, assignee,
                        due_at, priority, system_generated, account_id, metadata)
     SELECT r.workspace_id, gen_random_uuid(), r.id, r.id::text || ':' || $13 || ':' || x.n,
@@ -150,8 +160,8 @@ WITH r AS (
            coalesce(x.doc->'metadata', '{}')
     FROM r, jsonb_array_elements($23::jsonb) WITH ORDINALITY AS x(doc, n)
 )
-SELECT * FROM r
-"""
+SELECT * FROM r""",
+)
 
 
 @dataclass(frozen=True)
@@ -207,15 +217,17 @@ async def checkpoint(
 
     Returns None when the lease was lost: nothing was written.
     """
-    row = await pool.fetchrow(
-        _CHECKPOINT,
+    args: list[Any] = [
         workspace_id, run_id, token, owner,
         run.status, run.status_reason, run.state, run.output, run.error, int(run.advance),
         run.wake_after or 0.0, run.wake_at,
         step.seq, step.attempt, step.node_id, step.kind, step.name, step.status,
         step.input, step.output, step.error, step.duration,
-        tasks,
-    )  # fmt: skip
+    ]  # fmt: skip
+    if tasks:
+        row = await pool.fetchrow(_CHECKPOINT_WITH_TASKS, *args, tasks)
+    else:
+        row = await pool.fetchrow(_CHECKPOINT, *args)
     if row is None:
         return None
     return Checkpointed(row["status"], row["due_in"], row["cancel_requested"])

@@ -120,6 +120,23 @@ async def get_version(
     return VersionRecord.from_row(row) if row else None
 
 
+async def resolve_version(
+    pool: asyncpg.Pool, workspace_id: UUID, *, workflow_id: UUID | None, name: str | None, version: int | None
+) -> VersionRecord | None:
+    """A version of the workflow with this id (else this name): ``version``, or the latest."""
+    row = await pool.fetchrow(
+        "SELECT v.* FROM workflows w JOIN workflow_versions v ON v.workspace_id = w.workspace_id"
+        " AND v.workflow_id = w.id AND v.version = coalesce($4, w.latest_version)"
+        " WHERE w.workspace_id = $1 AND (w.id = $2 OR w.name = $3)"
+        " ORDER BY (w.id = $2) IS TRUE DESC LIMIT 1",
+        workspace_id,
+        workflow_id,
+        name,
+        version,
+    )
+    return VersionRecord.from_row(row) if row else None
+
+
 async def set_flags(
     pool: asyncpg.Pool,
     workspace_id: UUID,
