@@ -6,7 +6,7 @@ import logging
 
 import typer
 
-from agentflow.cli import db, demo, runs, worker, workflows
+from agentflow.cli import bench, db, demo, runs, serve, worker, workflows
 
 app = typer.Typer(
     name="agentflow",
@@ -18,6 +18,8 @@ app.add_typer(db.app, name="db")
 app.add_typer(workflows.app, name="workflows")
 app.add_typer(runs.app, name="runs")
 app.command("worker")(worker.worker)
+app.command("serve")(serve.serve)
+app.command("bench")(bench.bench)
 app.command("demo")(demo.demo)
 
 

@@ -1,0 +1,101 @@
+"""What every workload receives: the engine, the floor, sizes and worker settings."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from agentflow.bench.floor import Floor
+from agentflow.bench.tools import NOOP
+from agentflow.engine import Engine
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How big each workload is (``FULL`` by default, ``QUICK`` for ``--quick``)."""
+
+    floor: int
+    w1_runs: int
+    w2_steps: int
+    w2_runs: int
+    w3_starts: int
+    w4_runs: int
+    w4_sleep: float
+    w4_10k_runs: int
+    w4_10k_sleep: tuple[float, float]
+
+
+FULL = Sizes(
+    floor=2000, w1_runs=2000, w2_steps=1000, w2_runs=1, w3_starts=200, w4_runs=1000, w4_sleep=2.0,
+    w4_10k_runs=10_000, w4_10k_sleep=(10.0, 60.0),
+)  # fmt: skip
+QUICK = Sizes(
+    floor=300, w1_runs=200, w2_steps=100, w2_runs=1, w3_starts=30, w4_runs=100, w4_sleep=2.0,
+    w4_10k_runs=500, w4_10k_sleep=(2.0, 4.0),
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class BenchContext:
+    """The shared inputs of the workloads.
+
+    Attributes:
+        engine: the engine on the benchmark database (publishes, starts, reads).
+        url: the workload's own database, for worker processes.
+        floor: the commit floor measured on it.
+        sizes: the workload sizes.
+        workers: worker processes for the throughput and sleep workloads.
+        concurrency: ``--concurrency`` of each worker process.
+        progress: prints a progress line.
+    """
+
+    engine: Engine
+    url: str
+    floor: Floor
+    sizes: Sizes
+    workers: int
+    concurrency: int
+    progress: Callable[[str], None]
+
+
+def chain(name: str, steps: int) -> dict[str, Any]:
+    """A structured workflow of ``steps`` trivial tool steps in a row."""
+    nodes = [{"id": f"s{i}", "type": "tool", "tool": NOOP} for i in range(steps)]
+    return {"name": name, "kind": "structured", "nodes": nodes}
+
+
+def sleeper(name: str, wait: dict[str, Any]) -> dict[str, Any]:
+    """A wait node (``duration`` or ``until``) followed by one trivial step."""
+    nodes = [{"id": "nap", "type": "wait", **wait}, {"id": "after", "type": "tool", "tool": NOOP}]
+    return {"name": name, "kind": "structured", "nodes": nodes}
+
+
+async def publish(engine: Engine, config: dict[str, Any]) -> UUID:
+    """Publish ``config``; return the workflow id."""
+    published = await engine.publish_workflow(config)
+    return published.workflow.id
+
+
+async def start_many(
+    engine: Engine,
+    workflow_id: UUID,
+    count: int,
+    *,
+    parallel: int = 16,
+    payload: Callable[[int], Any] | None = None,
+) -> float:
+    """Start ``count`` runs through ``Engine.start_run`` from ``parallel`` tasks; return
+    the seconds it took."""
+    numbers = iter(range(count))
+
+    async def starter() -> None:
+        for i in numbers:  # one shared iterator: each number is taken once
+            await engine.start_run(workflow_id, None if payload is None else payload(i))
+
+    began = time.perf_counter()
+    await asyncio.gather(*(starter() for _ in range(parallel)))
+    return time.perf_counter() - began

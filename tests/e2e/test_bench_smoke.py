@@ -1,0 +1,68 @@
+"""`agentflow bench --quick` end to end: every workload runs and reports numbers (no timing asserts)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import CLI, ROOT
+
+WORKLOADS = {"W1", "W2", "W3", "W4"}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_quick_bench_reports_every_workload_and_the_floor(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    env = {k: v for k, v in os.environ.items() if k != "AGENTFLOW_DATABASE_URL"}
+    env.update(AGENTFLOW_DATA_DIR=str(tmp_path / "data"), COLUMNS="200")
+    result = subprocess.run(
+        [*CLI, "bench", "--quick", "--json", str(out)],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=230,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    assert "W1" in result.stdout and "floor" in result.stdout
+    report = json.loads(out.read_text())
+
+    floor = report["floor"]
+    for key in ("commit_p50_ms", "commit_p99_ms", "commits_per_s", "select1_p50_ms"):
+        assert _positive(floor[key]), (key, floor[key])
+    assert report["machine"]["cpu_count"] >= 1
+    assert report["machine"]["postgres"]["server_version"]
+    assert report["settings"]["quick"] is True
+
+    workloads = report["workloads"]
+    assert set(workloads) == WORKLOADS, "--quick runs W1-W4 (not W4-10k)"
+    for key, workload in workloads.items():
+        assert workload["error"] is None, (key, workload["error"])
+        assert workload["metrics"], key
+        for metric in workload["metrics"]:
+            assert isinstance(metric["value"], int | float), (key, metric)
+            assert _positive(metric["value"]), (key, metric)
+            if metric["floor_ratio"] is not None:
+                assert _positive(metric["floor_ratio"]), (key, metric)
+            if metric["target"] is not None:
+                assert isinstance(metric["passed"], bool), (key, metric)
+    statuses = workloads["W1"]["details"]["execution_statuses"]
+    assert statuses == {"completed": workloads["W1"]["details"]["runs"]}
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value) and value > 0
+
+
+def test_unknown_workload_is_refused() -> None:
+    result = subprocess.run(
+        [*CLI, "bench", "--workload", "W9"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2
+    assert "unknown workload 'W9'" in result.stderr
