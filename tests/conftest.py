@@ -8,19 +8,19 @@ import pytest
 
 from agentflow.engine import Engine
 from agentflow.settings import Settings
-from tests.support.db import TestServer
+from tests.support.db import DatabaseServer
 
 
 @pytest.fixture(scope="session")
-async def pg_server() -> AsyncIterator[TestServer]:
-    server = TestServer()
+async def pg_server() -> AsyncIterator[DatabaseServer]:
+    server = DatabaseServer()
     await server.create_template()
     yield server
     await server.close()
 
 
 @pytest.fixture
-async def database_url(pg_server: TestServer) -> AsyncIterator[str]:
+async def database_url(pg_server: DatabaseServer) -> AsyncIterator[str]:
     name, url = await pg_server.create_database()
     yield url
     await pg_server.drop_database(name)

@@ -9,7 +9,7 @@ import pytest
 
 from agentflow.core.errors import AgentflowError
 from agentflow.store import migrate
-from tests.support.db import TestServer, with_database
+from tests.support.db import DatabaseServer, with_database
 
 # The declared schema: every table, the columns code relies on, and the indexes that carry
 # guarantees (G3 one active run per key, G5 one checkpoint per step, the claim index).
@@ -48,7 +48,7 @@ DECLARED_INDEXES = {
 
 
 @pytest.fixture
-async def empty_db(pg_server: TestServer) -> AsyncIterator[asyncpg.Connection]:
+async def empty_db(pg_server: DatabaseServer) -> AsyncIterator[asyncpg.Connection]:
     name = "agentflow_empty_migrations"
     admin = await asyncpg.connect(pg_server.admin_url)
     await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

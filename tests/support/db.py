@@ -25,7 +25,7 @@ def with_database(url: str, name: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
 
 
-class TestServer:
+class DatabaseServer:
     """The server and the template database of one test session."""
 
     def __init__(self) -> None:

@@ -78,6 +78,9 @@ def test_errors_point_at_each_offending_path() -> None:
         "nodes[4].retry.max_attempts",
     }
     assert any("teleport" in e["message"] for e in errors)
+    assert not any(e["message"].startswith("Value error") for e in errors), (
+        "pydantic's prefix leaks to people"
+    )
 
 
 def test_top_level_errors() -> None:

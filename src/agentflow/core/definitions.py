@@ -215,7 +215,7 @@ def _pydantic_errors(exc: ValidationError, prefix: str) -> list[dict[str, str]]:
         path = prefix
         for part in loc:
             path += f"[{part}]" if part.isdigit() else (f".{part}" if path else part)
-        out.append({"path": path, "message": err["msg"]})
+        out.append({"path": path, "message": err["msg"].removeprefix("Value error, ")})
     return out
 
 
