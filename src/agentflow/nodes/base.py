@@ -48,3 +48,17 @@ class NodeRunner(Protocol):
     async def run(self, node: NodeSpec, ctx: StepContext, env: NodeEnv) -> tuple[Any, NodeResult]:
         """Execute the node; return the rendered input (for the log) and the result."""
         ...
+
+
+class BaseRunner:
+    """Defaults for runners: no extra name, no kind-specific timeout."""
+
+    kind = ""
+
+    def describe(self, node: NodeSpec) -> str | None:
+        """No extra name."""
+        return None
+
+    def timeout_override(self, node: NodeSpec, env: NodeEnv) -> timedelta | None:
+        """No override."""
+        return None

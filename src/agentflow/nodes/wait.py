@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from agentflow.core.errors import StepFailure
@@ -10,21 +10,13 @@ from agentflow.core.node_specs import NodeSpec, WaitNode
 from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
 from agentflow.core.templating import render
-from agentflow.nodes.base import NodeEnv
+from agentflow.nodes.base import BaseRunner, NodeEnv
 
 
-class WaitRunner:
+class WaitRunner(BaseRunner):
     """Turn the node into a wake time; the checkpoint stores it in database time."""
 
     kind = "wait"
-
-    def describe(self, node: NodeSpec) -> str | None:
-        """No extra name."""
-        return None
-
-    def timeout_override(self, node: NodeSpec, env: NodeEnv) -> timedelta | None:
-        """No override."""
-        return None
 
     async def run(self, node: NodeSpec, ctx: StepContext, env: NodeEnv) -> tuple[Any, NodeResult]:
         """Return the duration or the rendered ``until`` time."""
