@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import socket
+import urllib.request
 
 import tests.support.tools  # noqa: F401  (the in-process worker needs the tools)
 from agentflow.engine import Engine
@@ -52,3 +54,28 @@ async def test_sigterm_finishes_the_current_step_and_releases_the_run(
         w.stop()
         await task
     assert done.status == "completed" and done.rescues == 0, "the run waited for a lease to expire"
+
+
+async def test_worker_serves_its_own_counters(engine: Engine, database_url: str) -> None:
+    await engine.publish_workflow(
+        {"name": "counted", "kind": "structured", "nodes": [{"id": "e", "type": "tool", "tool": "echo"}]}
+    )
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = cli_env(database_url, AGENTFLOW_POLL_INTERVAL="0.2")
+    proc = start_cli(["worker", "--import", "tests.support.tools", "--metrics-port", str(port)], env)
+    try:
+        runs = [await engine.start_run("counted") for _ in range(3)]
+        for run in runs:
+            assert (await engine.wait_for_run(run.id, timeout=20)).status == "completed"
+        body = await asyncio.to_thread(
+            lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
+        )
+    finally:
+        proc.terminate()
+        await asyncio.to_thread(proc.wait, 10)
+    text = body.decode()
+    assert "agentflow_claims_total 3.0" in text
+    assert 'agentflow_steps_total{status="completed"} 3.0' in text
+    assert 'agentflow_runs_terminal_total{status="completed"} 3.0' in text

@@ -6,15 +6,21 @@ import asyncio
 import signal
 
 import typer
+from prometheus_client import start_http_server
 
 from agentflow.cli.common import IMPORTS_OPTION, console, run_with_engine
 from agentflow.engine import Engine
+from agentflow.runtime.metrics import REGISTRY
 
 
 def worker(
     concurrency: int | None = typer.Option(None, "--concurrency", "-c", min=1, help="Runs at once."),
     imports: list[str] | None = IMPORTS_OPTION,
     name: str | None = typer.Option(None, help="Lease owner name (default host:pid:random)."),
+    metrics_port: int | None = typer.Option(
+        None, "--metrics-port", min=0, max=65535, help="Serve this worker's Prometheus counters here."
+    ),
+    metrics_host: str = typer.Option("127.0.0.1", "--metrics-host", help="Address for --metrics-port."),
 ) -> None:
     """Claim and execute runs until SIGTERM or Ctrl-C (then finish current steps and stop)."""
 
@@ -25,6 +31,11 @@ def worker(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, w.stop)
+        if metrics_port is not None:
+            # The worker's own counters (claims, rescues, steps, fenced writes); the queue
+            # gauges come from the API's /metrics, which reads them from the database.
+            start_http_server(metrics_port, metrics_host, registry=REGISTRY)
+            console.print(f"metrics on http://{metrics_host}:{metrics_port}/metrics", highlight=False)
         console.print(f"worker [bold]{w.name}[/] running ({w.concurrency} at once)", highlight=False)
         await w.run()
         console.print("worker stopped")
