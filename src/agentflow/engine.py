@@ -32,6 +32,7 @@ from agentflow.core.definitions import (
 from agentflow.core.errors import ConflictError, NotFoundError
 from agentflow.core.records import RunRecord, StepRecord, VersionRecord, WorkflowRecord
 from agentflow.core.tools import ToolRegistry
+from agentflow.eventlog import EventLog
 from agentflow.runtime import metrics
 from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.worker import Worker
@@ -56,6 +57,7 @@ class Engine:
         self.settings = settings
         self._embedded = embedded
         self._configs = ConfigCache(db.pool)
+        self.events = EventLog(db)
 
     @classmethod
     @asynccontextmanager

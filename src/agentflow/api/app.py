@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 import agentflow
-from agentflow.api import errors, health, metrics, runs, workflows
+from agentflow.api import errors, events, health, metrics, runs, workflows
 from agentflow.api.guards import MAX_BODY_BYTES, BodyGuard, CatchAll
 from agentflow.engine import Engine
 
@@ -30,7 +30,7 @@ def create_app(engine: Engine, *, max_body_bytes: int = MAX_BODY_BYTES) -> FastA
     app = FastAPI(title="agentflow", version=agentflow.__version__, description=DESCRIPTION)
     app.state.engine = engine
     errors.install_handlers(app)
-    for module in (health, workflows, runs, metrics):
+    for module in (health, workflows, runs, events, metrics):
         app.include_router(module.router)
     # Middleware added last runs first: CatchAll wraps BodyGuard wraps the routes.
     app.add_middleware(BodyGuard, max_bytes=max_body_bytes)

@@ -6,7 +6,7 @@ import logging
 
 import typer
 
-from agentflow.cli import bench, db, demo, runs, serve, worker, workflows
+from agentflow.cli import bench, db, demo, events, runs, serve, worker, workflows
 
 app = typer.Typer(
     name="agentflow",
@@ -17,6 +17,7 @@ app = typer.Typer(
 app.add_typer(db.app, name="db")
 app.add_typer(workflows.app, name="workflows")
 app.add_typer(runs.app, name="runs")
+app.add_typer(events.app, name="events")
 app.command("worker")(worker.worker)
 app.command("serve")(serve.serve)
 app.command("bench")(bench.bench)

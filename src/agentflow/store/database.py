@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import asyncpg
+from asyncpg.pool import PoolConnectionProxy
 
 from agentflow.settings import Settings
 from agentflow.store import json_codec
@@ -15,6 +16,9 @@ from agentflow.store import json_codec
 logger = logging.getLogger(__name__)
 
 WAKE_CHANNEL = "agentflow_runs"
+
+Connection = asyncpg.Connection | PoolConnectionProxy
+"""A connection, direct or borrowed from the pool (inside a transaction when it matters)."""
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:

@@ -1,0 +1,97 @@
+"""The event log as the engine exposes it: ``engine.events``.
+
+Example:
+    >>> await engine.events.publish([{"topic": "email.received", "message_id": "m-1",
+    ...                               "data": {"account_id": "a-7", "subject": "Pricing"}}])
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID
+
+from pydantic import ValidationError
+
+from agentflow.core.errors import ConfigError
+from agentflow.core.events import MAX_BATCH, Event, EventIn, Publication
+from agentflow.core.ids import uuid7
+from agentflow.runtime.consumer import EventConsumer, Handler
+from agentflow.store import events
+from agentflow.store.database import Database
+
+DEFAULT_WORKSPACE = UUID("00000000-0000-0000-0000-000000000001")
+
+
+class EventLog:
+    """Publish events, read what happened for an account, run consumers, prune."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def publish(
+        self, items: Sequence[EventIn | dict[str, Any]], *, workspace_id: UUID = DEFAULT_WORKSPACE
+    ) -> list[Publication]:
+        """Store events idempotently, in one commit; the answer follows the input's order.
+
+        Raises:
+            ConfigError: code ``event_invalid`` (with each offending path) or ``batch_too_large``.
+        """
+        if len(items) > MAX_BATCH:
+            raise ConfigError(
+                "batch_too_large",
+                f"a batch holds at most {MAX_BATCH} events, not {len(items)}",
+                solution="Split the batch.",
+            )
+        parsed = [_parse(item, index) for index, item in enumerate(items)]
+        new = [
+            events.NewEvent(
+                topic=e.topic,
+                message_id=e.message_id or str(uuid7(time.time_ns() // 1_000_000, os.urandom(10))),
+                data=e.data,
+                published_at=e.published_at,
+                account_id=e.resolved_account(),
+            )
+            for e in parsed
+        ]
+        return await events.publish(self.db.pool, workspace_id, new) if new else []
+
+    async def for_account(
+        self, account_id: str, *, since_seconds: float = 7200, workspace_id: UUID = DEFAULT_WORKSPACE
+    ) -> list[Event]:
+        """What happened for an account in the last ``since_seconds`` (default 2 h), newest first."""
+        return await events.for_account(self.db.pool, workspace_id, account_id, since_seconds)
+
+    def consumer(
+        self, name: str, handler: Handler, *, workspace_id: UUID | None = None, batch_size: int = 500
+    ) -> EventConsumer:
+        """A consumer that feeds the log to ``handler`` (call ``await consumer.run()``)."""
+        return EventConsumer(self.db, name, handler, workspace_id=workspace_id, batch_size=batch_size)
+
+    async def lag(self, consumer: str) -> dict[str, Any]:
+        """Events a consumer has not processed yet, and the oldest one's age in seconds."""
+        return await events.lag(self.db.pool, consumer)
+
+    async def prune(self, older_than_seconds: float) -> int:
+        """Delete events older than this that every consumer has processed; return how many."""
+        return await events.prune(self.db.pool, older_than_seconds)
+
+
+def _parse(item: EventIn | dict[str, Any], index: int) -> EventIn:
+    if isinstance(item, EventIn):
+        return item
+    try:
+        return EventIn.model_validate(item)
+    except ValidationError as exc:
+        errors = [
+            {"path": f"events[{index}]." + ".".join(str(p) for p in e["loc"]), "message": e["msg"]}
+            for e in exc.errors(include_url=False)
+        ]
+        raise ConfigError(
+            "event_invalid",
+            f"event {index} is invalid at {errors[0]['path']}: {errors[0]['message']}",
+            details={"errors": errors},
+            solution="Send topic (letters, digits, . _ - : /), an optional message_id and a data object.",
+        ) from None

@@ -1,0 +1,182 @@
+"""Named queries for the event log: publish idempotently, read below the horizon, cursors.
+
+Readers only see events whose writing transaction is older than every transaction still
+running (``xid < pg_snapshot_xmin(pg_current_snapshot())``), in (xid, seq) order. Nothing
+can commit behind such a reader later, so it never skips a late commit, and it needs no
+fixed delay. The price: a long transaction anywhere in the cluster holds delivery back until
+it ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+
+from agentflow.core.events import Event, Position, Publication
+from agentflow.store.database import Connection
+
+EVENTS_CHANNEL = "agentflow_events"
+_COLUMNS = "workspace_id, topic, message_id, xid, seq, data, account_id, published_at, received_at"
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    """An event ready to store (ids and times resolved)."""
+
+    topic: str
+    message_id: str
+    data: dict[str, Any]
+    published_at: datetime | None
+    account_id: str | None
+
+
+_PUBLISH = f"""
+WITH input AS (
+    SELECT * FROM unnest($2::text[], $3::text[], $4::jsonb[], $5::timestamptz[], $6::text[])
+        AS i(topic, message_id, data, published_at, account_id)
+), ins AS (
+    INSERT INTO events (workspace_id, topic, message_id, data, published_at, account_id)
+    SELECT $1, topic, message_id, data, coalesce(published_at, now()), account_id FROM input
+    ON CONFLICT (workspace_id, topic, message_id) DO NOTHING
+    RETURNING {_COLUMNS}
+)
+SELECT ins.*, true AS created, pg_notify('{EVENTS_CHANNEL}', '') IS NULL AS notified FROM ins
+"""
+
+
+async def publish(pool: asyncpg.Pool, workspace_id: UUID, events: Sequence[NewEvent]) -> list[Publication]:
+    """Store events; an event whose (topic, message_id) exists returns the stored one.
+
+    One statement (one commit) for the whole batch; the answer follows the input's order.
+    """
+    rows = await pool.fetch(
+        _PUBLISH,
+        workspace_id,
+        [e.topic for e in events],
+        [e.message_id for e in events],
+        [e.data for e in events],
+        [e.published_at for e in events],
+        [e.account_id for e in events],
+    )
+    found: dict[tuple[str, str], Publication] = {
+        (r["topic"], r["message_id"]): Publication(_event(r), True) for r in rows
+    }
+    missing = [e for e in events if (e.topic, e.message_id) not in found]
+    if missing:  # published before (or concurrently): read them in a new snapshot
+        existing = await pool.fetch(
+            f"SELECT {_COLUMNS} FROM events e JOIN unnest($2::text[], $3::text[]) AS k(topic, message_id)"
+            " USING (topic, message_id) WHERE e.workspace_id = $1",
+            workspace_id,
+            [e.topic for e in missing],
+            [e.message_id for e in missing],
+        )
+        for r in existing:
+            found.setdefault((r["topic"], r["message_id"]), Publication(_event(r), False))
+    return [found[(e.topic, e.message_id)] for e in events]
+
+
+async def read_after(
+    conn: Connection | asyncpg.Pool,
+    after: Position,
+    limit: int,
+    workspace_id: UUID | None = None,
+) -> list[Event]:
+    """Events after ``after`` whose transactions are older than every running one, in order."""
+    rows = await conn.fetch(
+        f"SELECT {_COLUMNS} FROM events"
+        " WHERE (xid, seq) > ($1::xid8, $2::bigint)"
+        "   AND xid < pg_snapshot_xmin(pg_current_snapshot())"
+        "   AND ($4::uuid IS NULL OR workspace_id = $4)"
+        " ORDER BY xid, seq LIMIT $3",
+        after.xid,
+        after.seq,
+        limit,
+        workspace_id,
+    )
+    return [_event(r) for r in rows]
+
+
+async def lock_position(conn: Connection, consumer: str, workspace_id: UUID | None) -> Position | None:
+    """Inside a transaction: the consumer's cursor, locked; None if another instance holds it.
+
+    Registers the consumer at the start of the log on first use.
+    """
+    await conn.execute(
+        "INSERT INTO consumer_offsets (consumer, workspace_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+        consumer,
+        workspace_id,
+    )
+    row = await conn.fetchrow(
+        "SELECT xid, seq FROM consumer_offsets WHERE consumer = $1 FOR UPDATE SKIP LOCKED", consumer
+    )
+    return Position(int(row["xid"]), row["seq"]) if row else None
+
+
+async def store_position(conn: Connection, consumer: str, position: Position) -> None:
+    """Inside the same transaction as the consumer's effects: move its cursor."""
+    await conn.execute(
+        "UPDATE consumer_offsets SET xid = $2::xid8, seq = $3, updated_at = now() WHERE consumer = $1",
+        consumer,
+        position.xid,
+        position.seq,
+    )
+
+
+async def lag(pool: asyncpg.Pool, consumer: str) -> dict[str, Any]:
+    """How far a consumer is behind: events after its cursor and the oldest one's age."""
+    row = await pool.fetchrow(
+        "SELECT count(e.*) AS events, coalesce(extract(epoch FROM now() - min(e.received_at)), 0)::float8"
+        " AS seconds FROM consumer_offsets o LEFT JOIN events e ON (e.xid, e.seq) > (o.xid, o.seq)"
+        " AND (o.workspace_id IS NULL OR e.workspace_id = o.workspace_id) WHERE o.consumer = $1",
+        consumer,
+    )
+    return (
+        {"events": int(row["events"]), "seconds": float(row["seconds"])}
+        if row
+        else {"events": 0, "seconds": 0.0}
+    )
+
+
+async def prune(pool: asyncpg.Pool, older_than: float) -> int:
+    """Delete events received more than ``older_than`` seconds ago that every consumer has read."""
+    result = await pool.execute(
+        "DELETE FROM events e WHERE e.received_at < now() - make_interval(secs => $1)"
+        " AND NOT EXISTS (SELECT 1 FROM consumer_offsets o WHERE (e.xid, e.seq) > (o.xid, o.seq)"
+        "   AND (o.workspace_id IS NULL OR o.workspace_id = e.workspace_id))",
+        older_than,
+    )
+    return int(result.split()[-1])
+
+
+async def for_account(
+    pool: asyncpg.Pool, workspace_id: UUID, account_id: str, since_seconds: float, limit: int = 500
+) -> list[Event]:
+    """What happened for an account recently (one indexed query), newest first."""
+    rows = await pool.fetch(
+        f"SELECT {_COLUMNS} FROM events WHERE workspace_id = $1 AND account_id = $2"
+        " AND published_at >= now() - make_interval(secs => $3) ORDER BY published_at DESC LIMIT $4",
+        workspace_id,
+        account_id,
+        since_seconds,
+        limit,
+    )
+    return [_event(r) for r in rows]
+
+
+def _event(row: Any) -> Event:
+    return Event(
+        workspace_id=row["workspace_id"],
+        topic=row["topic"],
+        message_id=row["message_id"],
+        xid=int(row["xid"]),
+        seq=row["seq"],
+        data=row["data"],
+        account_id=row["account_id"],
+        published_at=row["published_at"],
+        received_at=row["received_at"],
+    )
