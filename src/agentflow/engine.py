@@ -311,9 +311,12 @@ class Engine:
 
     # Workers ---------------------------------------------------------------------------
 
-    def worker(self, *, concurrency: int | None = None, tools: ToolRegistry | None = None) -> Worker:
-        """A worker on this engine's database (call ``await worker.run()``)."""
-        return Worker(self.db, self.settings, concurrency=concurrency, tools=tools)
+    def worker(
+        self, *, concurrency: int | None = None, tools: ToolRegistry | None = None, dispatch: bool = True
+    ) -> Worker:
+        """A worker on this engine's database (call ``await worker.run()``); with ``dispatch``
+        it also turns events into runs."""
+        return Worker(self.db, self.settings, concurrency=concurrency, tools=tools, dispatch=dispatch)
 
     async def run_worker(self, *, concurrency: int | None = None, until_idle: bool = False) -> None:
         """Run a worker; with ``until_idle``, stop once no run is active or due."""

@@ -43,6 +43,10 @@ DECLARED_COLUMNS = {
         "workspace_id", "topic", "message_id", "xid", "seq", "data", "account_id", "published_at", "received_at",
     },
     "consumer_offsets": {"consumer", "workspace_id", "xid", "seq", "updated_at"},
+    "dispatch_decisions": {
+        "workspace_id", "id", "workflow_id", "event_topic", "event_message_id", "decision", "enrollment_key",
+        "run_id", "reason", "created_at",
+    },
 }  # fmt: skip
 DECLARED_INDEXES = {
     "runs_due": "WHERE (due_at IS NOT NULL)",

@@ -150,3 +150,24 @@ def test_document_round_trips() -> None:
     assert config_document(again) == config_document(config)
     assert isinstance(again, StructuredConfig)
     assert again.nodes[0].retry is not None and again.nodes[0].retry.max_attempts == 5
+
+
+def test_trigger_config_errors_point_into_the_trigger() -> None:
+    errors = errors_of(
+        structured(
+            {"id": "a", "type": "finish"},
+            trigger={
+                "topics": [],
+                "conditions": {"all": [{"path": "data.x", "op": "frobnicate", "value": 1}]},
+            },
+        )
+    )
+    by_path = {e["path"]: e["message"] for e in errors}
+    assert "trigger.topics" in by_path
+    assert "conditions.all[0].op" in by_path["trigger.conditions"], by_path
+    ok = validate_config(structured({"id": "a", "type": "finish"}, trigger={"topics": ["email.*"]}))
+    assert (
+        ok.trigger is not None
+        and ok.trigger.matches_topic("email.received")
+        and not ok.trigger.matches_topic("ticket.x")
+    )

@@ -21,11 +21,12 @@ def worker(
         None, "--metrics-port", min=0, max=65535, help="Serve this worker's Prometheus counters here."
     ),
     metrics_host: str = typer.Option("127.0.0.1", "--metrics-host", help="Address for --metrics-port."),
+    no_dispatch: bool = typer.Option(False, "--no-dispatch", help="Do not turn events into runs here."),
 ) -> None:
     """Claim and execute runs until SIGTERM or Ctrl-C (then finish current steps and stop)."""
 
     async def go(engine: Engine) -> None:
-        w = engine.worker(concurrency=concurrency)
+        w = engine.worker(concurrency=concurrency, dispatch=not no_dispatch)
         if name:
             w.name = name
         loop = asyncio.get_running_loop()

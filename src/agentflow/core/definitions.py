@@ -14,6 +14,7 @@ from agentflow.core.durations import parse_duration
 from agentflow.core.errors import ConfigError
 from agentflow.core.node_specs import NODE_SPECS, NodeSpec
 from agentflow.core.retry import RetryPolicy
+from agentflow.core.triggers import Trigger
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\- ]{0,99}$"
 
@@ -27,6 +28,7 @@ class WorkflowBase(BaseModel):
         description: free text.
         retry: default retry policy of every step.
         timeout: default time limit of every step.
+        trigger: which events start the workflow (see ``agentflow.core.triggers``).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -35,6 +37,7 @@ class WorkflowBase(BaseModel):
     description: str | None = Field(default=None, max_length=10_000)
     retry: RetryPolicy = RetryPolicy()
     timeout: timedelta = timedelta(minutes=5)
+    trigger: Trigger | None = None
 
     @field_validator("timeout", mode="before")
     @classmethod

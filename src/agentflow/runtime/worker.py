@@ -30,6 +30,7 @@ from agentflow.nodes.base import NodeEnv
 from agentflow.nodes.threads import ToolThreads
 from agentflow.runtime import metrics, step
 from agentflow.runtime.configs import ConfigCache
+from agentflow.runtime.dispatcher import Dispatcher
 from agentflow.runtime.failpoints import failpoint
 from agentflow.settings import Settings
 from agentflow.store import reads, runs
@@ -68,6 +69,8 @@ class Worker:
         tools: the tool registry (default: every ``@agentflow.tool``).
         concurrency: overrides ``settings.worker_concurrency``.
         name: the lease owner name; unique per worker (default host:pid:random).
+        dispatch: also run the dispatcher (events -> runs); any number of workers may, one
+            processes a batch at a time.
     """
 
     def __init__(
@@ -78,6 +81,7 @@ class Worker:
         tools: ToolRegistry | None = None,
         concurrency: int | None = None,
         name: str | None = None,
+        dispatch: bool = True,
     ) -> None:
         self.db = db
         self.settings = settings
@@ -95,6 +99,7 @@ class Worker:
         self._held: dict[UUID, _Held] = {}
         self._drivers: set[asyncio.Task[None]] = set()
         self._planned_wake = 0.0
+        self._dispatcher = Dispatcher(db).consumer(poll_interval=settings.poll_interval) if dispatch else None
 
     def stop(self) -> None:
         """Stop claiming; running runs finish their current step and are released."""
@@ -109,9 +114,17 @@ class Worker:
         """Work until ``stop()``; then wait for in-flight steps and release their runs."""
         listener = await self._listen()
         heartbeat = asyncio.create_task(self._heartbeat_loop(), name="agentflow-heartbeat")
+        dispatching = (
+            asyncio.create_task(self._dispatcher.run(), name="agentflow-dispatcher")
+            if self._dispatcher
+            else None
+        )
         try:
             await self._claim_loop()
         finally:
+            if self._dispatcher is not None and dispatching is not None:
+                self._dispatcher.stop()
+                await asyncio.gather(dispatching, return_exceptions=True)
             if self._drivers:
                 await asyncio.gather(*self._drivers, return_exceptions=True)
             heartbeat.cancel()

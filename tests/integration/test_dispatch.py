@@ -1,0 +1,201 @@
+"""The dispatcher: events start the right runs, once; later events join the active run."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import tests.support.tools  # noqa: F401  (registers the tools)
+from agentflow.core.events import Position
+from agentflow.engine import Engine
+from agentflow.runtime.dispatcher import Dispatcher
+from agentflow.store import events as store_events
+
+
+def triggered(name: str, trigger: dict[str, Any], *nodes: dict[str, Any]) -> dict[str, Any]:
+    body = list(nodes) or [{"id": "nap", "type": "wait", "duration": "1h"}]
+    return {"name": name, "kind": "structured", "trigger": trigger, "nodes": body}
+
+
+async def dispatch_all(engine: Engine) -> int:
+    consumer = Dispatcher(engine.db).consumer()
+    total = 0
+    while (n := await consumer.consume_batch()) > 0:
+        total += n
+    return total
+
+
+async def decisions(engine: Engine) -> list[tuple[str, str, str | None]]:
+    rows = await engine.db.pool.fetch(
+        "SELECT event_message_id, decision, enrollment_key FROM dispatch_decisions ORDER BY id"
+    )
+    return [(r["event_message_id"], r["decision"], r["enrollment_key"]) for r in rows]
+
+
+async def test_events_start_runs_and_later_ones_join_the_active_run(engine: Engine) -> None:
+    await engine.publish_workflow(
+        triggered(
+            "per-account", {"topics": ["email.*"], "enrollment": {"key": "{{ event.data.account_id }}"}}
+        )
+    )
+    await engine.events.publish(
+        [
+            {"topic": "email.received", "message_id": "e1", "data": {"account_id": "acme", "n": 1}},
+            {"topic": "email.sent", "message_id": "e2", "data": {"account_id": "acme", "n": 2}},
+            {"topic": "email.received", "message_id": "e3", "data": {"account_id": "globex", "n": 3}},
+            {"topic": "ticket.opened", "message_id": "e4", "data": {"account_id": "acme"}},
+        ]
+    )
+    assert await dispatch_all(engine) == 4
+    assert await decisions(engine) == [
+        ("e1", "started", "acme"),
+        ("e2", "enrolled", "acme"),
+        ("e3", "started", "globex"),
+    ]
+    runs = {r.enrollment_key: r for r in await engine.list_runs()}
+    assert set(runs) == {"acme", "globex"}
+    assert runs["acme"].input == {"account_id": "acme", "n": 1}, "the run's payload is the event's data"
+    inbox = await engine.db.pool.fetch(
+        "SELECT kind, payload->>'message_id' AS mid FROM run_inbox WHERE run_id = $1 ORDER BY id",
+        runs["acme"].id,
+    )
+    assert [(r["kind"], r["mid"]) for r in inbox] == [("trigger", "e1"), ("event", "e2")]
+
+
+async def test_redelivered_events_are_decided_once(engine: Engine) -> None:
+    await engine.publish_workflow(triggered("once", {"topics": ["t"]}))
+    await engine.events.publish([{"topic": "t", "message_id": "x"}])
+    dispatcher = Dispatcher(engine.db)
+    events = await store_events.read_after(engine.db.pool, Position.start(), 10)
+    for _ in range(2):  # as if the batch were delivered again after a crash
+        async with engine.db.pool.acquire() as conn, conn.transaction():
+            await dispatcher.handle(conn, events)
+    assert len(await engine.list_runs()) == 1
+
+
+async def test_conditions_are_rechecked_on_every_event(engine: Engine) -> None:
+    trigger = {
+        "topics": ["account.updated"],
+        "conditions": {
+            "all": [
+                {"path": "data.tier", "op": "equals", "value": "gold"},
+                {"path": "data.churn_risk", "op": "gte", "value": 0.7},
+            ]
+        },
+        "enrollment": {"key": "{{ event.data.id }}"},
+    }
+    await engine.publish_workflow(triggered("churn", trigger))
+    await engine.events.publish(
+        [{"topic": "account.updated", "message_id": "u1", "data": {"id": "a1", "churn_risk": 0.9}}]
+    )
+    await dispatch_all(engine)
+    await engine.events.publish(
+        [
+            {
+                "topic": "account.updated",
+                "message_id": "u2",
+                "data": {"id": "a1", "churn_risk": 0.9, "tier": "gold"},
+            }
+        ]
+    )
+    await dispatch_all(engine)
+    assert [(m, d) for m, d, _ in await decisions(engine)] == [("u1", "not_matched"), ("u2", "started")]
+    reason = await engine.db.pool.fetchval(
+        "SELECT reason FROM dispatch_decisions WHERE event_message_id = 'u1'"
+    )
+    assert reason is not None, "a decision records why"
+
+
+async def test_reuse_policies_after_the_run_ended(engine: Engine) -> None:
+    for name, reuse in (("r-allow", "allow"), ("r-failed", "allow_if_failed"), ("r-reject", "reject")):
+        await engine.publish_workflow(
+            triggered(name, {"topics": [f"{name}.go"], "enrollment": {"key": "k", "reuse": reuse}},
+                      {"id": "x", "type": "finish"})
+        )  # fmt: skip
+        await engine.events.publish([{"topic": f"{name}.go", "message_id": "first"}])
+    await dispatch_all(engine)
+    w = engine.worker(dispatch=False)
+    task = asyncio.create_task(w.run())
+    for run in await engine.list_runs():
+        assert (await engine.wait_for_run(run.id, timeout=10)).status == "completed"
+    w.stop()
+    await task
+    for name in ("r-allow", "r-failed", "r-reject"):
+        await engine.events.publish([{"topic": f"{name}.go", "message_id": "second"}])
+    await dispatch_all(engine)
+    rows = await engine.db.pool.fetch(
+        "SELECT event_topic, decision FROM dispatch_decisions WHERE event_message_id = 'second' ORDER BY event_topic"
+    )
+    assert [(r["event_topic"], r["decision"]) for r in rows] == [
+        ("r-allow.go", "started"),
+        ("r-failed.go", "reuse_rejected"),
+        ("r-reject.go", "reuse_rejected"),
+    ]
+
+
+async def test_drafts_disabled_and_agent_workflows(engine: Engine) -> None:
+    await engine.publish_workflow(triggered("drafty", {"topics": ["t"]}), draft=True)
+    await engine.publish_workflow(triggered("off", {"topics": ["t"]}), enabled=False)
+    await engine.publish_workflow(
+        {"name": "agent", "kind": "agent", "prompt": "help", "type": "account", "trigger": {"topics": ["t"]}}
+    )
+    await engine.events.publish([{"topic": "t", "message_id": "m", "data": {"account_id": "acme"}}])
+    await dispatch_all(engine)
+    assert await decisions(engine) == [("m", "not_runnable", "account:acme")]
+    assert await engine.list_runs() == []
+
+
+async def test_a_worker_dispatches_and_runs_what_events_start(engine: Engine) -> None:
+    await engine.publish_workflow(
+        triggered(
+            "greeter",
+            {"topics": ["user.signed_up"], "enrollment": {"key": "{{ event.data.email }}"}},
+            {"id": "hello", "type": "tool", "tool": "echo", "args": {"value": "hi {{ payload.email }}"}},
+        )
+    )
+    w = engine.worker()
+    task = asyncio.create_task(w.run())
+    try:
+        await engine.events.publish([{"topic": "user.signed_up", "data": {"email": "ada@example.com"}}])
+        for _ in range(100):
+            runs = await engine.list_runs()
+            if runs and runs[0].status == "completed":
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        w.stop()
+        await task
+    assert [(r.status, r.output) for r in runs] == [("completed", {"value": "hi ada@example.com"})]
+
+
+async def test_concurrent_events_over_few_keys_keep_one_active_run_per_key(engine: Engine) -> None:
+    await engine.publish_workflow(
+        triggered("busy", {"topics": ["hit"], "enrollment": {"key": "{{ event.data.k }}"}})
+    )
+
+    async def publisher(p: int) -> None:
+        for i in range(50):
+            await engine.events.publish(
+                [{"topic": "hit", "message_id": f"{p}-{i}", "data": {"k": f"key{i % 7}"}}]
+            )
+
+    consumers = [Dispatcher(engine.db).consumer(batch_size=25) for _ in range(3)]
+
+    async def drain(c: Any) -> None:
+        for _ in range(60):
+            await c.consume_batch()
+            await asyncio.sleep(0.01)
+
+    await asyncio.gather(*[publisher(p) for p in range(4)], *[drain(c) for c in consumers])
+    await dispatch_all(engine)
+    counts = await engine.db.pool.fetchrow(
+        "SELECT count(*) FILTER (WHERE decision = 'started') AS started,"
+        " count(*) FILTER (WHERE decision = 'enrolled') AS enrolled, count(*) AS total FROM dispatch_decisions"
+    )
+    assert (counts["started"], counts["enrolled"], counts["total"]) == (7, 193, 200)
+    per_key = await engine.db.pool.fetch(
+        "SELECT enrollment_key, count(*) AS n FROM runs WHERE active GROUP BY 1"
+    )
+    assert all(r["n"] == 1 for r in per_key) and len(per_key) == 7
+    inbox = await engine.db.pool.fetchval("SELECT count(*) FROM run_inbox")
+    assert inbox == 200, "every event is in its run's inbox (the trigger or a later one)"
