@@ -199,3 +199,75 @@ async def test_concurrent_events_over_few_keys_keep_one_active_run_per_key(engin
     assert all(r["n"] == 1 for r in per_key) and len(per_key) == 7
     inbox = await engine.db.pool.fetchval("SELECT count(*) FROM run_inbox")
     assert inbox == 200, "every event is in its run's inbox (the trigger or a later one)"
+
+
+async def test_modes_skip_parallel_and_restart(engine: Engine) -> None:
+    for mode in ("skip", "parallel", "restart"):
+        await engine.publish_workflow(
+            triggered(f"m-{mode}", {"topics": [f"{mode}.go"], "mode": mode, "enrollment": {"key": "same"}})
+        )
+        await engine.events.publish([{"topic": f"{mode}.go", "message_id": f"{mode}-{i}"} for i in range(2)])
+    await dispatch_all(engine)
+    got = await engine.db.pool.fetch(
+        "SELECT event_message_id, decision, reason FROM dispatch_decisions ORDER BY event_message_id"
+    )
+    assert [(r["event_message_id"], r["decision"]) for r in got] == [
+        ("parallel-0", "started"),
+        ("parallel-1", "started"),
+        ("restart-0", "started"),
+        ("restart-1", "restarted"),
+        ("skip-0", "started"),
+        ("skip-1", "skipped"),
+    ]
+    runs = await engine.list_runs()
+    by_workflow: dict[str, list[Any]] = {}
+    for run in runs:
+        name = (await engine.get_workflow(run.workflow_id)).name
+        by_workflow.setdefault(name, []).append(run)
+    assert [r.status for r in by_workflow["m-parallel"]] == ["created", "created"], "parallel runs overlap"
+    reason = next(r["reason"] for r in got if r["event_message_id"] == "restart-1")
+    # Both runs were created in one dispatcher transaction (same created_at): tell them apart
+    # by the run the decision says it canceled.
+    old = next(r for r in by_workflow["m-restart"] if str(r.id) == reason["canceled_run"])
+    new = next(r for r in by_workflow["m-restart"] if r.id != old.id)
+    assert (old.status, old.status_reason, old.enrollment_key) == ("canceled", "restarted_by_event", None)
+    assert (new.status, new.enrollment_key) == ("created", "same")
+    skip_inbox = await engine.db.pool.fetchval(
+        "SELECT count(*) FROM run_inbox WHERE run_id = $1", by_workflow["m-skip"][0].id
+    )
+    assert skip_inbox == 1, "a skipped event is not delivered"
+
+
+async def test_restart_of_a_run_mid_step_starts_the_new_run_at_once(engine: Engine) -> None:
+    await engine.publish_workflow(
+        triggered(
+            "restarter",
+            {"topics": ["go"], "mode": "restart", "enrollment": {"key": "k"}},
+            {"id": "slow", "type": "tool", "tool": "sleepy", "args": {"seconds": 1.0}},
+            {"id": "after", "type": "tool", "tool": "echo", "args": {"value": 1}},
+        )
+    )
+    w = engine.worker(dispatch=False)
+    task = asyncio.create_task(w.run())
+    try:
+        await engine.events.publish([{"topic": "go", "message_id": "first"}])
+        await dispatch_all(engine)
+        (old,) = await engine.list_runs()
+        for _ in range(100):
+            if (await engine.get_run(old.id)).lease_owner is not None:
+                break
+            await asyncio.sleep(0.02)
+        await engine.events.publish([{"topic": "go", "message_id": "second"}])
+        await dispatch_all(engine)
+        new = next(r for r in await engine.list_runs() if r.id != old.id)
+        assert new.enrollment_key == "k", "the new run holds the key while the old one finishes its step"
+        old_done = await engine.wait_for_run(old.id, timeout=10)
+        new_done = await engine.wait_for_run(new.id, timeout=10)
+    finally:
+        w.stop()
+        await task
+    assert old_done.status == "canceled"
+    assert [s.node_id for s in await engine.list_steps(old.id)] == ["slow"], (
+        "the old run stopped at the step boundary"
+    )
+    assert new_done.status == "completed"

@@ -19,6 +19,7 @@ from agentflow.core.events import Event
 from agentflow.core.templating import render
 
 ReusePolicy = Literal["allow", "allow_if_failed", "reject"]
+Mode = Literal["enroll", "parallel", "restart", "skip"]
 
 
 class Enrollment(BaseModel):
@@ -46,6 +47,9 @@ class Trigger(BaseModel):
         conditions: conditions on the event (see ``agentflow.core.conditions``); evaluated on
             ``{"topic", "message_id", "data", "account_id", "published_at"}``.
         enrollment: the once-for rule.
+        mode: when a run is active for the key: ``enroll`` the event into its inbox (default),
+            ``restart`` (cancel it with a reason and start a new run), ``skip`` the event, or
+            start runs in ``parallel`` (the key then only labels runs).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -53,6 +57,7 @@ class Trigger(BaseModel):
     topics: list[str] = Field(min_length=1, max_length=50)
     conditions: Any = None
     enrollment: Enrollment = Enrollment()
+    mode: Mode = "enroll"
     _condition: conditions.Condition | None = PrivateAttr(default=None)
 
     def model_post_init(self, context: Any, /) -> None:

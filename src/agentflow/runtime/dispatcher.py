@@ -83,10 +83,13 @@ class Dispatcher:
                 if isinstance(config, StructuredConfig):
                     outcome = await dispatch.start_or_enroll(
                         conn, version.workspace_id, version.workflow_id, version.version, key,
-                        config.trigger.enrollment.reuse, event.data, planner.initial_state(config), doc,
+                        config.trigger.enrollment.reuse, config.trigger.mode, event.data,
+                        planner.initial_state(config), doc,
                     )  # fmt: skip
                     decision, run_id = outcome.decision, outcome.run_id
-                    if decision == "started":
+                    if outcome.replaced is not None:
+                        reason = {"conditions": why, "canceled_run": str(outcome.replaced)}
+                    if decision in ("started", "restarted"):
                         metrics.RUNS_STARTED.inc()
                 else:
                     decision = "not_runnable"

@@ -11,6 +11,7 @@ from typing import Any
 from uuid import UUID
 
 from agentflow.core.records import VersionRecord
+from agentflow.store import runs
 from agentflow.store.database import WAKE_CHANNEL, Connection
 
 
@@ -44,6 +45,7 @@ class Enrolled:
 
     decision: str
     run_id: UUID | None
+    replaced: UUID | None = None  # the run a restart canceled
 
 
 async def start_or_enroll(
@@ -53,14 +55,23 @@ async def start_or_enroll(
     version: int,
     key: str | None,
     reuse: str,
+    mode: str,
     payload: Any,
     state: dict[str, Any],
     event_doc: dict[str, Any],
 ) -> Enrolled:
-    """Start a run for the key, or deliver the event to the key's active run (G3)."""
+    """Start a run for the key, or act on the key's active run as ``mode`` says (G3)."""
+    replaced = None
+    if mode == "parallel":
+        key = None  # runs do not hold the key, so they may overlap
     if key is not None:
         active = await _active_run(conn, workspace_id, workflow_id, key)
-        if active is not None:
+        if active is not None and mode == "skip":
+            return Enrolled("skipped", active)
+        if active is not None and mode == "restart":
+            await runs.cancel(conn, workspace_id, active, "restarted_by_event", release_key=True)
+            replaced = active
+        elif active is not None:
             return await _enroll(conn, workspace_id, active, event_doc)
         if reuse != "allow":
             last = await conn.fetchval(
@@ -96,7 +107,7 @@ async def start_or_enroll(
         run_id,
         event_doc,
     )
-    return Enrolled("started", run_id)
+    return Enrolled("restarted" if replaced else "started", run_id, replaced)
 
 
 async def record(

@@ -15,7 +15,7 @@ from uuid import UUID
 import asyncpg
 
 from agentflow.core.records import RunRecord
-from agentflow.store.database import WAKE_CHANNEL
+from agentflow.store.database import WAKE_CHANNEL, Connection
 
 _START = f"""
 WITH ins AS (
@@ -285,6 +285,7 @@ WITH cur AS (
 )
 UPDATE runs r SET
     cancel_requested = true,
+    enrollment_key = CASE WHEN $4 THEN NULL ELSE r.enrollment_key END,
     status = CASE WHEN cur.now_ THEN 'canceled' ELSE r.status END,
     status_reason = CASE WHEN cur.now_ THEN $3 ELSE r.status_reason END,
     due_at = CASE WHEN cur.now_ THEN NULL ELSE r.due_at END,
@@ -298,12 +299,22 @@ RETURNING r.*
 """
 
 
-async def cancel(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID, reason: str) -> RunRecord | None:
+async def cancel(
+    conn: asyncpg.Pool | Connection,
+    workspace_id: UUID,
+    run_id: UUID,
+    reason: str,
+    *,
+    release_key: bool = False,
+) -> RunRecord | None:
     """Cancel a run: at once unless a live worker holds it (then at its next checkpoint).
+
+    With ``release_key`` the run gives up its enrollment key now, even if it stops later, so
+    a new run for the key can start at once (a trigger's ``restart`` mode).
 
     Returns None when the run does not exist or has already ended.
     """
-    row = await pool.fetchrow(_CANCEL, workspace_id, run_id, reason)
+    row = await conn.fetchrow(_CANCEL, workspace_id, run_id, reason, release_key)
     return RunRecord.from_row(row) if row else None
 
 

@@ -8,7 +8,8 @@ CREATE TABLE dispatch_decisions (
     event_topic       text NOT NULL,
     event_message_id  text NOT NULL,
     decision          text NOT NULL CHECK (decision IN
-                      ('started', 'enrolled', 'not_matched', 'reuse_rejected', 'not_runnable', 'key_error')),
+                      ('started', 'enrolled', 'restarted', 'skipped', 'not_matched', 'reuse_rejected',
+                       'not_runnable', 'key_error')),
     enrollment_key    text,
     run_id            uuid,
     reason            jsonb,
