@@ -96,9 +96,7 @@ class EventConsumer:
 
     async def _listen(self) -> asyncpg.Connection | None:
         try:
-            conn: asyncpg.Connection = await asyncpg.connect(self.db.url)
-            await conn.add_listener(events.EVENTS_CHANNEL, lambda *_args: self._wake.set())
+            return await self.db.listen(lambda _payload: self._wake.set(), events.EVENTS_CHANNEL)
         except (OSError, asyncpg.PostgresError) as exc:
             logger.warning("consumer %s: LISTEN failed (%s); polling only", self.name, exc)
             return None
-        return conn

@@ -64,8 +64,10 @@ class Database:
         """Close every connection."""
         await self.pool.close()
 
-    async def listen(self, callback: Callable[[str], None]) -> asyncpg.Connection:
-        """Open a dedicated connection that calls ``callback(payload)`` on each wake-up."""
+    async def listen(
+        self, callback: Callable[[str], None], channel: str = WAKE_CHANNEL
+    ) -> asyncpg.Connection:
+        """Open a dedicated connection that calls ``callback(payload)`` on each NOTIFY on ``channel``."""
         conn: asyncpg.Connection = await asyncpg.connect(
             self.url, server_settings=server_settings(self.settings)
         )
@@ -73,7 +75,7 @@ class Database:
         def on_notify(_c: Any, _pid: int, _channel: str, payload: object) -> None:
             callback(str(payload))
 
-        await conn.add_listener(WAKE_CHANNEL, on_notify)
+        await conn.add_listener(channel, on_notify)
         return conn
 
     async def ping(self) -> bool:
