@@ -117,3 +117,15 @@ def test_cli_publish_and_account_view(database_url: str) -> None:
     assert "email.received" in shown.stdout and "c1" in shown.stdout
     bad = run_cli(["events", "publish", "bad topic"], env)
     assert bad.returncode == 1 and "event_invalid" in bad.stderr and "Traceback" not in bad.stderr
+
+
+async def test_metrics_show_consumer_lag(client: httpx.AsyncClient, engine: Engine) -> None:
+    await engine.events.publish([{"topic": "t", "message_id": f"m{i}"} for i in range(3)])
+
+    async def nothing(conn: object, batch: object) -> None:
+        return None
+
+    await engine.events.consumer("lag-test", nothing, batch_size=1).consume_batch()  # type: ignore[arg-type]
+    text = (await client.get("/metrics")).text
+    assert 'agentflow_consumer_lag_events{consumer="lag-test"} 2.0' in text
+    assert 'agentflow_consumer_lag_seconds{consumer="lag-test"}' in text

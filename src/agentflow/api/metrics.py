@@ -16,7 +16,7 @@ from agentflow.api.deps import EngineDep
 from agentflow.api.errors import DATABASE_UNAVAILABLE
 from agentflow.core.statuses import RunStatus
 from agentflow.runtime.metrics import REGISTRY
-from agentflow.store import reads
+from agentflow.store import events, reads
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +48,19 @@ class QueueCollector(Collector):
             "How long the oldest due, unclaimed run has waited",
             value=self.figures["oldest_ready_seconds"],
         )
+        behind = GaugeMetricFamily(
+            "agentflow_consumer_lag_events", "Events a consumer has not processed yet", labels=["consumer"]
+        )
+        age = GaugeMetricFamily(
+            "agentflow_consumer_lag_seconds",
+            "Age of the oldest event a consumer has not processed",
+            labels=["consumer"],
+        )
+        for name, figures in self.figures.get("consumers", {}).items():
+            behind.add_metric([name], float(figures["events"]))
+            age.add_metric([name], float(figures["seconds"]))
+        yield behind
+        yield age
         by_status = GaugeMetricFamily("agentflow_runs_by_status", "Runs by status", labels=["status"])
         counts: dict[str, int] = self.figures["by_status"]
         for status in RunStatus:
@@ -66,6 +79,7 @@ async def metrics(engine: EngineDep) -> Response:
     figures: dict[str, Any] | None
     try:
         figures = await reads.queue_figures(engine.db.pool)
+        figures["consumers"] = await events.lags(engine.db.pool)
     except DATABASE_UNAVAILABLE as exc:
         logger.warning("metrics scrape without queue figures: %r", exc)
         figures = None

@@ -127,19 +127,24 @@ async def store_position(conn: Connection, consumer: str, position: Position) ->
     )
 
 
+_LAG = (
+    "SELECT o.consumer, count(e.*) AS events,"
+    " coalesce(extract(epoch FROM now() - min(e.received_at)), 0)::float8 AS seconds"
+    " FROM consumer_offsets o LEFT JOIN events e ON (e.xid, e.seq) > (o.xid, o.seq)"
+    " AND (o.workspace_id IS NULL OR e.workspace_id = o.workspace_id)"
+    " WHERE $1::text IS NULL OR o.consumer = $1 GROUP BY o.consumer"
+)
+
+
 async def lag(pool: asyncpg.Pool, consumer: str) -> dict[str, Any]:
     """How far a consumer is behind: events after its cursor and the oldest one's age."""
-    row = await pool.fetchrow(
-        "SELECT count(e.*) AS events, coalesce(extract(epoch FROM now() - min(e.received_at)), 0)::float8"
-        " AS seconds FROM consumer_offsets o LEFT JOIN events e ON (e.xid, e.seq) > (o.xid, o.seq)"
-        " AND (o.workspace_id IS NULL OR e.workspace_id = o.workspace_id) WHERE o.consumer = $1",
-        consumer,
-    )
-    return (
-        {"events": int(row["events"]), "seconds": float(row["seconds"])}
-        if row
-        else {"events": 0, "seconds": 0.0}
-    )
+    return (await lags(pool, consumer)).get(consumer, {"events": 0, "seconds": 0.0})
+
+
+async def lags(pool: asyncpg.Pool, consumer: str | None = None) -> dict[str, dict[str, Any]]:
+    """``lag`` of every registered consumer (or of one), by name."""
+    rows = await pool.fetch(_LAG, consumer)
+    return {r["consumer"]: {"events": int(r["events"]), "seconds": float(r["seconds"])} for r in rows}
 
 
 async def prune(pool: asyncpg.Pool, older_than: float) -> int:
