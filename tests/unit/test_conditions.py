@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from agentflow.core import condition_ops as ops
+from agentflow.core import regex_guard
 from agentflow.core.conditions import (
     MAX_DEPTH,
     MAX_RULES,
@@ -590,7 +591,7 @@ def test_pattern_length_is_limited() -> None:
 
 def test_input_length_is_limited() -> None:
     cond = parse_conditions(rule_config("matches", "needle"))
-    at_limit = "x" * (ops.MAX_MATCH_INPUT - 6) + "needle"
+    at_limit = "x" * (regex_guard.MAX_MATCH_INPUT - 6) + "needle"
     assert evaluate(cond, {"f": at_limit}, now=NOW) is True
     over = explain(cond, {"f": "x" + at_limit}, now=NOW)
     assert over.matched is False
@@ -642,7 +643,9 @@ def test_accepted_patterns_stay_fast_on_hostile_input(pattern: str) -> None:
 def test_common_patterns_check_long_text() -> None:
     for pattern in (r"urgent", r"^INC-\d+$", r"(?i)\burgent\b|asap", r"^[^@]+@example\.com$", r"colou?r"):
         cond = parse_conditions(rule_config("matches", pattern))
-        assert explain(cond, {"f": "z" * ops.MAX_MATCH_INPUT}, now=NOW).reason == "did not match", pattern
+        assert explain(cond, {"f": "z" * regex_guard.MAX_MATCH_INPUT}, now=NOW).reason == "did not match", (
+            pattern
+        )
 
 
 # ---- explanations ---------------------------------------------------------------------------
