@@ -29,7 +29,8 @@ from agentflow.core.definitions import (
     parse_config_text,
     validate_config,
 )
-from agentflow.core.errors import ConflictError, NotFoundError
+from agentflow.core.errors import ConfigError, ConflictError, NotFoundError
+from agentflow.core.payload_format import payload_errors
 from agentflow.core.records import RunRecord, StepRecord, VersionRecord, WorkflowRecord
 from agentflow.core.tools import ToolRegistry
 from agentflow.eventlog import EventLog
@@ -199,6 +200,16 @@ class Engine:
                 " validates and stores agent workflows but cannot run them yet",
                 solution="Run a structured workflow, or upgrade agentflow.",
             )
+        if config.payload_format:
+            problems = payload_errors(config.payload_format, {} if payload is None else payload)
+            if problems:
+                raise ConfigError(
+                    "payload_invalid",
+                    f"the payload does not match {config.name!r}'s payload_format at {problems[0]['path']}:"
+                    f" {problems[0]['message']}",
+                    details={"errors": problems},
+                    solution="Send the fields the workflow's payload_format declares.",
+                )
         state = planner.initial_state(config)
         try:
             run = await runs.start(

@@ -70,3 +70,16 @@ async def test_enrollment_key_allows_one_active_run(engine: Engine) -> None:
     await engine.cancel_run(first.id)
     again = await engine.start_run("once", enrollment_key="account:42")
     assert len({first.id, other.id, again.id}) == 3
+
+
+async def test_manual_starts_check_the_payload_format(engine: Engine) -> None:
+    await engine.publish_workflow(
+        {**BASE, "name": "typed", "payload_format": {"account_id": "string", "seats": {"type": "number"}}}
+    )
+    with pytest.raises(ConfigError) as info:
+        await engine.start_run("typed", {"account_id": 7})
+    assert info.value.code == "payload_invalid"
+    assert {e["path"] for e in info.value.info.details["errors"]} == {"payload.account_id", "payload.seats"}
+    assert await engine.list_runs() == [], "a refused start stores nothing"
+    run = await engine.start_run("typed", {"account_id": "acme", "seats": 12})
+    assert run.input == {"account_id": "acme", "seats": 12}

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, Val
 from agentflow.core.durations import parse_duration
 from agentflow.core.errors import ConfigError
 from agentflow.core.node_specs import NODE_SPECS, NodeSpec
+from agentflow.core.payload_format import FieldSpec, normalise
 from agentflow.core.retry import RetryPolicy
 from agentflow.core.triggers import Trigger
 
@@ -29,6 +30,8 @@ class WorkflowBase(BaseModel):
         retry: default retry policy of every step.
         timeout: default time limit of every step.
         trigger: which events start the workflow (see ``agentflow.core.triggers``).
+        payload_format: the fields a run's input must have (checked when a run is started by
+            hand: ``start_run``, the API, the CLI).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -38,6 +41,12 @@ class WorkflowBase(BaseModel):
     retry: RetryPolicy = RetryPolicy()
     timeout: timedelta = timedelta(minutes=5)
     trigger: Trigger | None = None
+    payload_format: dict[str, FieldSpec] | None = Field(default=None, max_length=200)
+
+    @field_validator("payload_format", mode="before")
+    @classmethod
+    def _payload_format(cls, value: Any) -> Any:
+        return normalise(value)
 
     @field_validator("timeout", mode="before")
     @classmethod
