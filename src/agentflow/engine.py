@@ -123,6 +123,7 @@ class Engine:
         return await workflows.publish(
             self.db.pool, workspace_id, name=parsed.name, kind=parsed.kind, document=document,
             digest=content_hash(document), draft=draft, enabled=enabled,
+            scheduled=parsed.schedule is not None,
         )  # fmt: skip
 
     async def get_workflow(

@@ -43,6 +43,7 @@ DECLARED_COLUMNS = {
         "workspace_id", "topic", "message_id", "xid", "seq", "data", "account_id", "published_at", "received_at",
     },
     "consumer_offsets": {"consumer", "workspace_id", "xid", "seq", "updated_at"},
+    "schedules": {"workspace_id", "workflow_id", "last_fire", "next_fire_at", "updated_at"},
     "dispatch_decisions": {
         "workspace_id", "id", "workflow_id", "event_topic", "event_message_id", "decision", "enrollment_key",
         "run_id", "reason", "created_at",

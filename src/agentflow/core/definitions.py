@@ -15,6 +15,7 @@ from agentflow.core.errors import ConfigError
 from agentflow.core.node_specs import NODE_SPECS, NodeSpec
 from agentflow.core.payload_format import FieldSpec, normalise
 from agentflow.core.retry import RetryPolicy
+from agentflow.core.schedules import CronSchedule
 from agentflow.core.triggers import Trigger
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\- ]{0,99}$"
@@ -32,6 +33,7 @@ class WorkflowBase(BaseModel):
         trigger: which events start the workflow (see ``agentflow.core.triggers``).
         payload_format: the fields a run's input must have (checked when a run is started by
             hand: ``start_run``, the API, the CLI).
+        schedule: a cron schedule that starts runs (see ``agentflow.core.schedules``).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -42,6 +44,7 @@ class WorkflowBase(BaseModel):
     timeout: timedelta = timedelta(minutes=5)
     trigger: Trigger | None = None
     payload_format: dict[str, FieldSpec] | None = Field(default=None, max_length=200)
+    schedule: CronSchedule | None = None
 
     @field_validator("payload_format", mode="before")
     @classmethod

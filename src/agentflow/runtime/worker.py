@@ -16,6 +16,7 @@ import socket
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Protocol
 from uuid import UUID
 
 import asyncpg
@@ -32,6 +33,7 @@ from agentflow.runtime import metrics, step
 from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.dispatcher import Dispatcher
 from agentflow.runtime.failpoints import failpoint
+from agentflow.runtime.scheduler import Scheduler
 from agentflow.settings import Settings
 from agentflow.store import reads, runs
 from agentflow.store.database import Database
@@ -47,6 +49,14 @@ _DB_ERRORS = (
     asyncpg.ConnectionDoesNotExistError,
     asyncpg.QueryCanceledError,
 )
+
+
+class Companion(Protocol):
+    """A loop that runs beside the worker's claim loop (the dispatcher, the scheduler)."""
+
+    async def run(self) -> None: ...
+
+    def stop(self) -> None: ...
 
 
 @dataclass(eq=False)
@@ -69,8 +79,8 @@ class Worker:
         tools: the tool registry (default: every ``@agentflow.tool``).
         concurrency: overrides ``settings.worker_concurrency``.
         name: the lease owner name; unique per worker (default host:pid:random).
-        dispatch: also run the dispatcher (events -> runs); any number of workers may, one
-            processes a batch at a time.
+        dispatch: also run the dispatcher (events -> runs) and the scheduler (cron -> runs);
+            any number of workers may, each batch or due schedule is handled by one of them.
     """
 
     def __init__(
@@ -99,7 +109,15 @@ class Worker:
         self._held: dict[UUID, _Held] = {}
         self._drivers: set[asyncio.Task[None]] = set()
         self._planned_wake = 0.0
-        self._dispatcher = Dispatcher(db).consumer(poll_interval=settings.poll_interval) if dispatch else None
+        # Loops that run beside the claim loop: events -> runs, and cron -> runs.
+        self._companions: list[Companion] = (
+            [
+                Dispatcher(db).consumer(poll_interval=settings.poll_interval),
+                Scheduler(db, poll_interval=settings.poll_interval),
+            ]
+            if dispatch
+            else []
+        )
 
     def stop(self) -> None:
         """Stop claiming; running runs finish their current step and are released."""
@@ -114,17 +132,15 @@ class Worker:
         """Work until ``stop()``; then wait for in-flight steps and release their runs."""
         listener = await self._listen()
         heartbeat = asyncio.create_task(self._heartbeat_loop(), name="agentflow-heartbeat")
-        dispatching = (
-            asyncio.create_task(self._dispatcher.run(), name="agentflow-dispatcher")
-            if self._dispatcher
-            else None
-        )
+        companions = [
+            asyncio.create_task(c.run(), name=f"agentflow-{type(c).__name__}") for c in self._companions
+        ]
         try:
             await self._claim_loop()
         finally:
-            if self._dispatcher is not None and dispatching is not None:
-                self._dispatcher.stop()
-                await asyncio.gather(dispatching, return_exceptions=True)
+            for companion in self._companions:
+                companion.stop()
+            await asyncio.gather(*companions, return_exceptions=True)
             if self._drivers:
                 await asyncio.gather(*self._drivers, return_exceptions=True)
             heartbeat.cancel()

@@ -11,6 +11,7 @@ import asyncpg
 
 from agentflow.core.errors import ConflictError
 from agentflow.core.records import VersionRecord, WorkflowRecord
+from agentflow.store import schedules
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ async def publish(
     digest: str,
     draft: bool | None,
     enabled: bool | None,
+    scheduled: bool = False,
 ) -> Published:
     """Store ``document`` as a new version of workflow ``name`` unless it is unchanged."""
     async with pool.acquire() as conn, conn.transaction():
@@ -77,6 +79,7 @@ async def publish(
             " WHERE workspace_id = $1 AND id = $2 RETURNING *",
             workspace_id, row["id"], version, draft, enabled,
         )  # fmt: skip
+        await schedules.sync(conn, workspace_id, row["id"], scheduled)
         v_row = await conn.fetchrow(
             "SELECT * FROM workflow_versions WHERE workspace_id = $1 AND workflow_id = $2"
             " AND version = $3",

@@ -1,0 +1,83 @@
+"""The scheduler: starts runs of workflows that declare a cron ``schedule``.
+
+Each tick claims due schedule rows (``FOR UPDATE SKIP LOCKED``, so any number of workers may
+run it), plans what to start with the schedule's catch-up policy on the database clock, and
+inserts those runs and the new cursor in one transaction: a fire time is started once. A
+disabled or draft workflow's fire times pass without runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from uuid import UUID
+
+import asyncpg
+
+from agentflow.core import planner
+from agentflow.core.definitions import AgentConfig, StructuredConfig, validate_config
+from agentflow.core.schedules import next_fire, plan_catch_up
+from agentflow.runtime import metrics
+from agentflow.store import schedules
+from agentflow.store.database import Database
+
+logger = logging.getLogger(__name__)
+
+
+class Scheduler:
+    """Fires cron schedules; ``run()`` until ``stop()``."""
+
+    def __init__(self, db: Database, *, poll_interval: float = 1.0, batch_size: int = 50) -> None:
+        self.db = db
+        self.poll_interval = poll_interval
+        self.batch_size = batch_size
+        self._stopping = asyncio.Event()
+        self._configs: dict[tuple[UUID, UUID, int], AgentConfig | StructuredConfig] = {}
+
+    def stop(self) -> None:
+        """Return from ``run`` after the current tick."""
+        self._stopping.set()
+
+    async def tick(self) -> int:
+        """Handle every due schedule once; return how many runs were started."""
+        started = 0
+        async with self.db.pool.acquire() as conn, conn.transaction():
+            now, due = await schedules.claim_due(conn, self.batch_size)
+            for row in due:
+                key = (row.workspace_id, row.workflow_id, row.version)
+                config = self._configs.get(key) or self._configs.setdefault(key, validate_config(row.config))
+                if config.schedule is None:  # published without a schedule since: nothing to do
+                    await schedules.advance(conn, row.workspace_id, row.workflow_id, row.last_fire, None)
+                    continue
+                plan = plan_catch_up(config.schedule, row.last_fire, now)
+                if row.active and isinstance(config, StructuredConfig):
+                    for fire in plan.fires:
+                        await schedules.start_scheduled(
+                            conn,
+                            row.workspace_id,
+                            row.workflow_id,
+                            row.version,
+                            fire,
+                            planner.initial_state(config),
+                        )
+                        started += 1
+                        metrics.RUNS_STARTED.inc()
+                following = next_fire(config.schedule, now)
+                await schedules.advance(conn, row.workspace_id, row.workflow_id, plan.cursor, following)
+        return started
+
+    async def run(self) -> None:
+        """Tick whenever a schedule is due (or the poll interval passes)."""
+        while not self._stopping.is_set():
+            delay = self.poll_interval
+            try:
+                await self.tick()
+                async with self.db.pool.acquire() as conn:
+                    due = await schedules.seconds_to_next(conn)
+                if due is not None:
+                    delay = min(delay, max(due, 0.0))
+            except (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError) as exc:
+                logger.warning("scheduler: %s; retrying", exc)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), delay)
