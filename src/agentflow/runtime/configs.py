@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from typing import Any
 from uuid import UUID
 
 import asyncpg
@@ -34,10 +35,16 @@ class ConfigCache:
 
     def parse(self, record: VersionRecord) -> AgentConfig | StructuredConfig:
         """The parsed config of a version record (parsed once, then cached)."""
-        key = (record.workspace_id, record.workflow_id, record.version)
+        return self.parse_document(record.workspace_id, record.workflow_id, record.version, record.config)
+
+    def parse_document(
+        self, workspace_id: UUID, workflow_id: UUID, version: int, document: dict[str, Any]
+    ) -> AgentConfig | StructuredConfig:
+        """The parsed config of a stored version document (parsed once, then cached)."""
+        key = (workspace_id, workflow_id, version)
         config = self._items.get(key)
         if config is None:
-            config = validate_config(record.config)
+            config = validate_config(document)
             if len(self._items) >= self._size:
                 self._items.pop(next(iter(self._items)))
             self._items[key] = config

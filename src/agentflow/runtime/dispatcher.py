@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
-from uuid import UUID
 
 from agentflow.core import planner
-from agentflow.core.definitions import AgentConfig, StructuredConfig, validate_config
+from agentflow.core.definitions import AgentConfig, StructuredConfig
 from agentflow.core.errors import StepFailure
 from agentflow.core.events import Event
 from agentflow.core.records import VersionRecord
 from agentflow.core.triggers import conditions_hold, enrollment_key, event_document
 from agentflow.runtime import metrics
+from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.consumer import EventConsumer
 from agentflow.store import dispatch
 from agentflow.store.database import Connection, Database
@@ -34,7 +34,7 @@ class Dispatcher:
 
     def __init__(self, db: Database) -> None:
         self.db = db
-        self._configs: dict[tuple[UUID, UUID, int], AgentConfig | StructuredConfig] = {}
+        self._configs = ConfigCache(db.pool)
 
     def consumer(self, *, batch_size: int = 200, poll_interval: float = 1.0) -> EventConsumer:
         """The event consumer that feeds this dispatcher."""
@@ -44,7 +44,7 @@ class Dispatcher:
 
     async def handle(self, conn: Connection, batch: list[Event]) -> None:
         """Decide every (event, listening workflow) pair of the batch."""
-        listening = [(v, self._config(v)) for v in await dispatch.listening_workflows(conn)]
+        listening = [(v, self._configs.parse(v)) for v in await dispatch.listening_workflows(conn)]
         now = datetime.now(UTC)
         for event in batch:
             candidates = [
@@ -97,10 +97,3 @@ class Dispatcher:
         await dispatch.record(
             conn, version.workspace_id, version.workflow_id, doc, decision, key, run_id, reason
         )
-
-    def _config(self, version: VersionRecord) -> AgentConfig | StructuredConfig:
-        key = (version.workspace_id, version.workflow_id, version.version)
-        config = self._configs.get(key)
-        if config is None:
-            config = self._configs[key] = validate_config(version.config)
-        return config

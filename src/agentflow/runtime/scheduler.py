@@ -11,14 +11,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from uuid import UUID
 
 import asyncpg
 
 from agentflow.core import planner
-from agentflow.core.definitions import AgentConfig, StructuredConfig, validate_config
+from agentflow.core.definitions import StructuredConfig
 from agentflow.core.schedules import next_fire, plan_catch_up
 from agentflow.runtime import metrics
+from agentflow.runtime.configs import ConfigCache
 from agentflow.store import schedules
 from agentflow.store.database import Database
 
@@ -33,7 +33,7 @@ class Scheduler:
         self.poll_interval = poll_interval
         self.batch_size = batch_size
         self._stopping = asyncio.Event()
-        self._configs: dict[tuple[UUID, UUID, int], AgentConfig | StructuredConfig] = {}
+        self._configs = ConfigCache(db.pool)
 
     def stop(self) -> None:
         """Return from ``run`` after the current tick."""
@@ -45,8 +45,9 @@ class Scheduler:
         async with self.db.pool.acquire() as conn, conn.transaction():
             now, due = await schedules.claim_due(conn, self.batch_size)
             for row in due:
-                key = (row.workspace_id, row.workflow_id, row.version)
-                config = self._configs.get(key) or self._configs.setdefault(key, validate_config(row.config))
+                config = self._configs.parse_document(
+                    row.workspace_id, row.workflow_id, row.version, row.config
+                )
                 if config.schedule is None:  # published without a schedule since: nothing to do
                     await schedules.advance(conn, row.workspace_id, row.workflow_id, row.last_fire, None)
                     continue
