@@ -22,7 +22,7 @@ DECLARED_COLUMNS = {
         "enrollment_key", "input", "state", "output", "error", "step_seq", "attempt", "rescues", "due_at",
         "lease_owner", "lease_expires_at", "fencing_token", "cancel_requested", "parent_run_id",
         "input_tokens", "output_tokens", "cached_input_tokens", "usd_cost", "created_at", "started_at",
-        "updated_at", "completed_at", "canceled_at",
+        "updated_at", "completed_at", "canceled_at", "trigger",
     },
     "run_steps": {
         "workspace_id", "id", "run_id", "seq", "attempt", "node_id", "kind", "name", "status", "input",
@@ -33,7 +33,7 @@ DECLARED_COLUMNS = {
     "tasks": {
         "workspace_id", "id", "run_id", "origin_key", "title", "description", "assignee", "due_at", "priority",
         "status", "system_generated", "account_id", "metadata", "expires_at", "created_at", "updated_at",
-        "completed_at",
+        "completed_at", "revision",
     },
     "notifications": {
         "workspace_id", "id", "run_id", "origin_key", "channel", "recipient", "subject", "body", "status",
@@ -46,7 +46,15 @@ DECLARED_COLUMNS = {
     "schedules": {"workspace_id", "workflow_id", "last_fire", "next_fire_at", "updated_at"},
     "dispatch_decisions": {
         "workspace_id", "id", "workflow_id", "event_topic", "event_message_id", "decision", "enrollment_key",
-        "run_id", "reason", "created_at",
+        "run_id", "reason", "created_at", "decided_at",
+    },
+    "access_keys": {"id", "workspace_id", "kind", "name", "secret_hash", "created_at", "last_used_at", "revoked_at"},
+    "webhook_secrets": {"workspace_id", "workflow_id", "ciphertext", "created_at"},
+    "debounce_windows": {"workspace_id", "workflow_id", "debounce_key", "first_at", "last_at", "fire_at", "events"},
+    "debounce_events": {"workspace_id", "workflow_id", "debounce_key", "seq", "event"},
+    "gate_requests": {
+        "workspace_id", "id", "workflow_id", "workflow_version", "event", "trigger", "status", "attempts",
+        "due_at", "lease_owner", "verdict", "created_at", "decided_at",
     },
 }  # fmt: skip
 DECLARED_INDEXES = {
