@@ -225,3 +225,105 @@ def _figures(values: list[float]) -> dict[str, float] | None:
         "p95": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))], 3),
         "max": round(ordered[-1], 3),
     }
+
+
+async def reconcile_ingest(
+    pool: asyncpg.Pool, producers: list[dict[str, Any]], *, topic: str, workflow_id: UUID | None = None
+) -> dict[str, Any]:
+    """Reconcile what producers were told with what is stored; return the verdict.
+
+    ``producers`` are ``tests.support.producer`` results for ``topic``. Acknowledged means a
+    2xx answer (or, for a naive producer, whatever it counted as one). With ``workflow_id``
+    the dispatcher's side is reconciled too: every stored event decided once (``started`` or
+    ``enrolled``), every run started by exactly one decision and terminal, and no two active
+    runs sharing an enrollment key now.
+    """
+    answers: dict[str, list[list[Any]]] = defaultdict(list)
+    acked: set[str] = set()
+    sent: set[str] = set()
+    statuses: Counter[str] = Counter()
+    for result in producers:
+        for message_id, found in result["answers"].items():
+            answers[message_id].extend(found)
+        acked |= set(result["answers"]) | set(result["naive_acked"])
+        sent |= {f"{result['prefix']}-{i}" for i in range(result["events"])}
+        statuses.update(result["statuses"])
+    rows = await pool.fetch(
+        "SELECT message_id, count(*) AS n, min(seq) AS seq FROM events WHERE topic = $1 GROUP BY message_id",
+        topic,
+    )
+    stored = {r["message_id"]: r["seq"] for r in rows}
+    created = Counter(m for m, found in answers.items() for _seq, new in found if new)
+    verdict: dict[str, Any] = {
+        "events": len(sent),
+        "posts": sum(n for s, n in statuses.items()),
+        "reposts": sum(r["reposts"] for r in producers),
+        "statuses": dict(sorted(statuses.items())),
+        "stored": len(stored),
+        "lost": {"acknowledged_events": len(acked - set(stored))},
+        "duplicated": {
+            "stored_rows": sum(r["n"] - 1 for r in rows),
+            "answered_created_twice": sum(1 for n in created.values() if n > 1),
+        },
+        "unexpected": {
+            "http_5xx_other_than_503": sum(n for s, n in statuses.items() if s[0] == "5" and s != "503"),
+            "http_other_than_2xx_or_503": sum(
+                n for s, n in statuses.items() if s[0] in "134" and not s.startswith("error")
+            ),
+            "503_without_retry_after": sum(r["503_without_retry_after"] for r in producers),
+            "answers_not_the_stored_event": sum(
+                1 for m, found in answers.items() for seq, _new in found if m in stored and seq != stored[m]
+            ),
+            "unreadable_2xx_bodies": sum(r["unreadable_2xx_bodies"] for r in producers),
+            "stored_but_never_sent": len(set(stored) - sent),
+            "producers_gave_up": sum(len(r["gave_up"]) for r in producers),
+        },
+    }
+    if workflow_id is not None:
+        await _reconcile_dispatch(pool, verdict, set(stored), topic=topic, workflow_id=workflow_id)
+    return verdict
+
+
+async def _reconcile_dispatch(
+    pool: asyncpg.Pool, verdict: dict[str, Any], stored: set[str], *, topic: str, workflow_id: UUID
+) -> None:
+    decisions = await pool.fetch(
+        "SELECT event_message_id, decision, run_id FROM dispatch_decisions"
+        " WHERE workflow_id = $1 AND event_topic = $2",
+        workflow_id,
+        topic,
+    )
+    runs = await pool.fetch(
+        "SELECT id, status, active, enrollment_key FROM runs WHERE workflow_id = $1", workflow_id
+    )
+    shared_keys = await pool.fetchval(
+        "SELECT count(*) FROM (SELECT 1 FROM runs WHERE workflow_id = $1 AND active"
+        " AND enrollment_key IS NOT NULL GROUP BY enrollment_key HAVING count(*) > 1) k",
+        workflow_id,
+    )
+    per_event = Counter(d["event_message_id"] for d in decisions)
+    kinds = Counter(d["decision"] for d in decisions)
+    started = Counter(d["run_id"] for d in decisions if d["decision"] == "started")
+    run_ids = {r["id"] for r in runs}
+    verdict["decisions"] = dict(sorted(kinds.items()))
+    verdict["runs"] = len(runs)
+    verdict["lost"].update(
+        events_undecided=len(stored - set(per_event)),
+        started_runs_missing=len(set(started) - run_ids),
+        runs_not_terminal=sum(1 for r in runs if r["active"]),
+    )
+    verdict["duplicated"].update(
+        decisions=sum(n - 1 for n in per_event.values() if n > 1),
+        starts_per_run=sum(n - 1 for n in started.values() if n > 1),
+    )
+    verdict["unexpected"].update(
+        decisions_other_than_started_or_enrolled=sum(
+            n for k, n in kinds.items() if k not in ("started", "enrolled")
+        ),
+        decisions_for_unstored_events=len(set(per_event) - stored),
+        runs_without_a_start_decision=len(run_ids - set(started)),
+        runs_ended_other_than_completed=dict(
+            Counter(r["status"] for r in runs if not r["active"] and r["status"] != "completed")
+        ),
+        keys_with_two_active_runs=shared_keys,
+    )

@@ -9,28 +9,25 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agentflow.core.errors import AgentflowError, ErrorInfo
+from agentflow.store.database import UNAVAILABLE_ERRORS, unavailable
 
 logger = logging.getLogger(__name__)
 
 RETRY_AFTER_SECONDS = 5
 """What ``Retry-After`` says when the database is unavailable."""
 
-DATABASE_UNAVAILABLE: tuple[type[Exception], ...] = (
-    OSError,
-    TimeoutError,
-    asyncpg.PostgresConnectionError,
-    asyncpg.OperatorInterventionError,
-    asyncpg.InsufficientResourcesError,
-    asyncpg.ReadOnlySQLTransactionError,
-)
-"""Exceptions that mean "the database cannot serve this now" (503), not "this request is bad"."""
+DATABASE_UNAVAILABLE: tuple[type[Exception], ...] = UNAVAILABLE_ERRORS
+"""Exceptions that may mean "the database cannot serve this now" (503), not "this request is bad".
+
+``agentflow.store.database.unavailable`` has the last word (an ``InterfaceError`` is an
+outage only when it is about a closed connection).
+"""
 
 _HTTP_CODES = {
     400: "bad_request",
@@ -90,7 +87,8 @@ def install_handlers(app: FastAPI) -> None:
 
 async def _agentflow_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, AgentflowError)
-    return error_response(exc.status_code, exc.info)
+    headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
+    return error_response(exc.status_code, exc.info, headers)
 
 
 async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
@@ -117,6 +115,8 @@ async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _database_unavailable(request: Request, exc: Exception) -> JSONResponse:
+    if not unavailable(exc):
+        raise exc  # a bug, not an outage: the last-resort handler answers 500 and logs it
     logger.warning("database unavailable during %s %s: %r", request.method, request.url.path, exc)
     return unavailable_response()
 

@@ -4,7 +4,8 @@
 ``Content-Length`` first and then the bytes actually received), refuses non-JSON bodies
 and JSON that :mod:`agentflow.api.strict_json` rejects, and only then hands the body to
 the routes. ``CatchAll`` turns an unexpected exception into a bare 500 ``internal_error``
-(the traceback goes to the log, never to the client).
+(the traceback goes to the log, never to the client), and a database outage that reached it
+into a 503 with ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentflow.api import strict_json
-from agentflow.api.errors import error_response
+from agentflow.api.errors import error_response, unavailable_response
 from agentflow.core.errors import ErrorInfo
 from agentflow.runtime.metrics import REGISTRY
+from agentflow.store.database import unavailable
 
 logger = logging.getLogger(__name__)
 
@@ -177,9 +179,17 @@ class CatchAll:
 
         try:
             await self.app(scope, receive, tracking_send)
-        except Exception:
+        except Exception as exc:
             if scope["type"] != "http":
                 raise
+            if unavailable(exc) and not started:
+                # An outage that escaped the routes' handlers (raised in a middleware or a
+                # handler of its own) is still an outage: 503 with Retry-After, never a 500.
+                logger.warning(
+                    "database unavailable during %s %s: %r", scope.get("method"), scope.get("path"), exc
+                )
+                await unavailable_response()(scope, receive, send)
+                return
             INTERNAL_ERRORS.inc()
             logger.exception("unexpected error in %s %s", scope.get("method"), scope.get("path"))
             if started:

@@ -5,7 +5,7 @@ transaction, and stores its new cursor in that same transaction: the effects and
 commit together or not at all (at-least-once delivery, redelivery bounded by one batch after
 a crash). The cursor row is locked while a batch is processed, so two instances of the same
 consumer never process the same events concurrently. NOTIFY wakes consumers; polling backs it
-up.
+up, and database outages are waited out.
 """
 
 from __future__ import annotations
@@ -16,11 +16,15 @@ import logging
 from collections.abc import Awaitable, Callable
 from uuid import UUID
 
-import asyncpg
-
 from agentflow.core.events import Event
 from agentflow.store import events
-from agentflow.store.database import Connection, Database
+from agentflow.store.database import (
+    TRANSACTION_CONFLICTS,
+    UNAVAILABLE_ERRORS,
+    Connection,
+    Database,
+    unavailable,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -77,26 +81,32 @@ class EventConsumer:
             return len(batch)
 
     async def run(self) -> None:
-        """Consume until ``stop()``."""
-        listener = await self._listen()
+        """Consume until ``stop()``, through database outages.
+
+        While the database is unavailable (down, restarting) it retries with backoff up to
+        ``5 * poll_interval``; its LISTEN connection comes back on its own (see ``Listener``).
+        """
+        listener = await self.db.listen(lambda _payload: self._wake.set(), events.EVENTS_CHANNEL)
+        backoff = 0.0
         try:
             while not self._stopping.is_set():
                 self._wake.clear()
+                delay = self.poll_interval
                 try:
-                    if await self.consume_batch() == self.batch_size:
+                    full = await self.consume_batch() == self.batch_size
+                    backoff = 0.0
+                    if full:
                         continue  # more may be ready
-                except (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError) as exc:
-                    logger.warning("consumer %s: %s; retrying", self.name, exc)
+                except TRANSACTION_CONFLICTS as exc:  # e.g. a deadlock with another writer: rolled back
+                    logger.warning("consumer %s: %s; retrying the batch", self.name, exc)
+                    delay = 0.05
+                except UNAVAILABLE_ERRORS as exc:
+                    if not unavailable(exc):
+                        raise
+                    backoff = min(max(backoff * 2, 0.1), 5 * self.poll_interval)
+                    logger.warning("consumer %s: %s; retrying in %.1fs", self.name, exc, backoff)
+                    delay = backoff
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self.poll_interval)
+                    await asyncio.wait_for(self._wake.wait(), delay)
         finally:
-            if listener is not None:
-                with contextlib.suppress(OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
-                    await listener.close()
-
-    async def _listen(self) -> asyncpg.Connection | None:
-        try:
-            return await self.db.listen(lambda _payload: self._wake.set(), events.EVENTS_CHANNEL)
-        except (OSError, asyncpg.PostgresError) as exc:
-            logger.warning("consumer %s: LISTEN failed (%s); polling only", self.name, exc)
-            return None
+            await listener.close()

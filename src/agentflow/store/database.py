@@ -1,8 +1,13 @@
-"""Connection pool and LISTEN connection, with the engine's session settings."""
+"""Connection pool and LISTEN connections, with the engine's session settings.
+
+Also what counts as "the database is unavailable" (``unavailable``): the errors every loop
+retries after a pause and the API answers with 503 and ``Retry-After``.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -32,6 +37,33 @@ async def _no_reset(conn: asyncpg.Connection) -> None:
     # The engine never leaves session state behind (no advisory locks, cursors or
     # LISTEN on pooled connections), so skip asyncpg's reset round trip on release.
     return None
+
+
+UNAVAILABLE_ERRORS: tuple[type[Exception], ...] = (
+    OSError,  # refused, reset, unreachable: the server is down or restarting
+    TimeoutError,
+    asyncpg.PostgresConnectionError,  # class 08, and a connection lost in the middle of a statement
+    asyncpg.OperatorInterventionError,  # class 57: shutting down, starting up, statement canceled
+    asyncpg.InsufficientResourcesError,  # class 53: too many connections, out of memory or disk
+    asyncpg.ReadOnlySQLTransactionError,  # a standby (after a failover): the primary comes back
+    asyncpg.InterfaceError,  # only "connection is closed" ones; see ``unavailable``
+)
+"""What to catch around database calls that should wait for the database; ``unavailable`` decides."""
+
+
+TRANSACTION_CONFLICTS: tuple[type[Exception], ...] = (asyncpg.TransactionRollbackError,)
+"""Deadlocks and serialization failures: the transaction was rolled back; run it again."""
+
+
+def unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` says "the database cannot serve this now" (retry later, HTTP 503).
+
+    The client's side of a lost connection is an ``InterfaceError`` ("connection is closed",
+    "the underlying connection is closed"); other interface errors are misuse, i.e. bugs.
+    """
+    if isinstance(exc, asyncpg.InterfaceError):
+        return "connection is closed" in str(exc)
+    return isinstance(exc, UNAVAILABLE_ERRORS)
 
 
 class Database:
@@ -64,26 +96,22 @@ class Database:
         """Close every connection."""
         await self.pool.close()
 
-    async def listen(
-        self, callback: Callable[[str], None], channel: str = WAKE_CHANNEL
-    ) -> asyncpg.Connection:
-        """Open a dedicated connection that calls ``callback(payload)`` on each NOTIFY on ``channel``."""
-        conn: asyncpg.Connection = await asyncpg.connect(
-            self.url, server_settings=server_settings(self.settings)
-        )
+    async def listen(self, callback: Callable[[str], None], channel: str = WAKE_CHANNEL) -> Listener:
+        """Call ``callback(payload)`` on each NOTIFY on ``channel``, through database restarts.
 
-        def on_notify(_c: Any, _pid: int, _channel: str, payload: object) -> None:
-            callback(str(payload))
-
-        await conn.add_listener(channel, on_notify)
-        return conn
+        Returns once the first LISTEN connection is open (or failed: the listener then keeps
+        trying in the background); ``close()`` it when done. See ``Listener``.
+        """
+        listener = Listener(self, callback, channel)
+        await listener.start()
+        return listener
 
     async def ping(self) -> bool:
         """True when the server answers within two seconds."""
         try:
             async with asyncio.timeout(2):
                 return bool(await self.pool.fetchval("SELECT true"))
-        except (OSError, asyncpg.PostgresError, TimeoutError):
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
             return False
 
 
@@ -94,3 +122,128 @@ def server_settings(settings: Settings) -> dict[str, str]:
         "statement_timeout": str(int(settings.statement_timeout * 1000)),
         "idle_in_transaction_session_timeout": str(int(settings.idle_in_transaction_timeout * 1000)),
     }
+
+
+class Listener:
+    """A LISTEN connection that comes back after the database does.
+
+    It calls ``callback(payload)`` on each NOTIFY on ``channel``. When its connection is lost
+    (a database restart, a network cut) it reconnects in the background with backoff, and
+    then calls ``callback("")`` once: NOTIFYs sent while it was away are gone, so its owner
+    should look for work as if woken. A silent half-open connection is found by a ``SELECT 1``
+    every ``check_interval`` seconds. NOTIFY only wakes early; polling still backs it up.
+
+    Args:
+        db: the database.
+        callback: called with each payload (and ``""`` after a reconnection).
+        channel: the channel.
+        check_interval: seconds between liveness checks of an idle connection.
+        max_backoff: the longest wait between reconnection attempts.
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        callback: Callable[[str], None],
+        channel: str,
+        *,
+        check_interval: float = 30.0,
+        max_backoff: float = 5.0,
+    ) -> None:
+        self.db = db
+        self.callback = callback
+        self.channel = channel
+        self.check_interval = check_interval
+        self.max_backoff = max_backoff
+        self.reconnects = 0
+        self._conn: asyncpg.Connection | None = None
+        self._lost = asyncio.Event()
+        self._closed = False
+        self._keeper: asyncio.Task[None] | None = None
+
+    @property
+    def listening(self) -> bool:
+        """Whether a LISTEN connection is open right now."""
+        return self._conn is not None and not self._conn.is_closed()
+
+    async def start(self) -> None:
+        """Open the connection now if the database answers; keep it open from then on."""
+        try:
+            await self._connect()
+        except Exception as exc:
+            if not unavailable(exc) and not isinstance(exc, asyncpg.PostgresError):
+                raise
+            logger.warning("LISTEN %s failed (%s); retrying in the background", self.channel, exc)
+        self._keeper = asyncio.create_task(self._keep(), name=f"agentflow-listen-{self.channel}")
+
+    async def close(self) -> None:
+        """Stop listening and close the connection."""
+        self._closed = True
+        if self._keeper is not None:
+            self._keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._keeper
+        await self._drop()
+
+    async def _connect(self) -> None:
+        conn: asyncpg.Connection = await asyncpg.connect(
+            self.db.url, server_settings=server_settings(self.db.settings)
+        )
+        try:
+
+            def on_notify(_c: Any, _pid: int, _channel: str, payload: object) -> None:
+                self.callback(str(payload))
+
+            await conn.add_listener(self.channel, on_notify)
+            # Only the current connection's end matters (an old one may report late).
+            conn.add_termination_listener(lambda c: self._lost.set() if c is self._conn else None)
+        except BaseException:
+            conn.terminate()
+            raise
+        self._lost.clear()
+        self._conn = conn
+
+    async def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None and not conn.is_closed():
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(conn.close(), 2)
+            if not conn.is_closed():
+                conn.terminate()
+
+    async def _keep(self) -> None:
+        backoff = 0.0
+        while not self._closed:
+            if not self.listening:
+                await self._drop()
+                try:
+                    await self._connect()
+                except Exception as exc:
+                    if not unavailable(exc) and not isinstance(exc, asyncpg.PostgresError):
+                        logger.exception("LISTEN %s: unexpected error; retrying", self.channel)
+                    backoff = min(max(backoff * 2, 0.1), self.max_backoff)
+                    await asyncio.sleep(backoff)
+                    continue
+                backoff = 0.0
+                self.reconnects += 1
+                logger.info("LISTEN %s: listening again", self.channel)
+                self.callback("")  # whatever was notified meanwhile is lost: look now
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._lost.wait(), self.check_interval)
+            if self._lost.is_set():
+                self._lost.clear()  # the loop's first test tells a lost connection from a stale signal
+                if not self.listening and not self._closed:
+                    logger.warning("LISTEN %s: connection lost; reconnecting", self.channel)
+            else:
+                await self._check()
+
+    async def _check(self) -> None:
+        """Find a connection that died without the socket saying so."""
+        conn = self._conn
+        if conn is None or conn.is_closed():
+            return
+        try:
+            await asyncio.wait_for(conn.fetchval("SELECT 1"), 5)
+        except Exception as exc:
+            logger.warning("LISTEN %s: connection check failed (%s); reconnecting", self.channel, exc)
+            conn.terminate()
