@@ -47,14 +47,22 @@ async def start_run(
     response: Response,
     engine: EngineDep,
     workspace: WorkspaceDep,
-    request: Annotated[StartRun | None, Body(examples=[{"payload": {"name": "Ada"}}])] = None,
+    request: Annotated[
+        StartRun | None, Body(examples=[{"payload": {"name": "Ada"}, "state": {"attempts": 0}}])
+    ] = None,
 ) -> Run:
-    """Start a run of the workflow's latest version (or ``version``) with ``payload`` as input."""
+    """Start a run of the workflow's latest version (or ``version``) with ``payload`` as input.
+
+    422 ``payload_invalid`` when the payload does not match the workflow's ``payload_format``,
+    ``state_invalid`` when ``state`` does not match its ``state_definition`` (unknown or
+    mistyped variables); ``details.errors`` lists each field.
+    """
     request = request or StartRun()
     workflow = await engine.get_workflow(workflow_ref(workflow_id), workspace_id=workspace)
     run = await engine.start_run(
         workflow.id,
         request.payload,
+        state=request.state,
         version=request.version,
         enrollment_key=request.enrollment_key,
         workspace_id=workspace,

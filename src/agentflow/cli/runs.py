@@ -15,14 +15,18 @@ app = typer.Typer(help="Start and inspect runs.", no_args_is_help=True)
 def start(
     workflow: str = typer.Argument(..., help="Workflow name or id."),
     payload: str | None = typer.Option(None, "--payload", "-p", help="The run's input, as JSON."),
+    state: str | None = typer.Option(
+        None, "--state", help="Starting values of the run's variables, as a JSON object."
+    ),
     version: int | None = typer.Option(None, help="Pin a version (default: the latest)."),
     wait: bool = typer.Option(False, "--wait", help="Wait for the run to end (needs a worker)."),
 ) -> None:
     """Start a run."""
     data = parse_json_option(payload, "--payload")
+    variables = parse_json_option(state, "--state")
 
     async def go(engine: Engine) -> None:
-        run = await engine.start_run(workflow, data, version=version)
+        run = await engine.start_run(workflow, data, state=variables, version=version)
         console.print(f"started run [bold]{run.id}[/] (version {run.workflow_version})")
         if wait:
             run = await engine.wait_for_run(run.id, timeout=3600)
@@ -55,6 +59,8 @@ def show(run_id: str = typer.Argument(..., help="The run id.")) -> None:
             f"workflow {run.workflow_id} v{run.workflow_version}  status {status_text(run.status)}"
             f"  reason {run.status_reason or '-'}  input {short(run.input)}"
         )
+        if "vars" in run.state:
+            console.print(f"state {short(run.state['vars'], 200)}")
         if run.output is not None:
             console.print(f"output {short(run.output, 200)}")
         if run.error:

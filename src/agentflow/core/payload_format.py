@@ -50,22 +50,23 @@ def payload_errors(fields: dict[str, FieldSpec], payload: Any) -> list[dict[str,
             if spec.required:
                 errors.append({"path": path, "message": f"required ({spec.type})"})
             continue
-        problem = _type_problem(spec.type, value)
+        problem = type_problem(spec.type, value)
         if problem:
             errors.append({"path": path, "message": problem})
     return errors
 
 
-def _type_problem(kind: FieldType, value: Any) -> str | None:
+def type_problem(kind: FieldType, value: Any) -> str | None:
+    """Why ``value`` (not None) is not of type ``kind``, or None when it is."""
     if kind == "string":
-        return None if isinstance(value, str) else f"must be a string, not {_kind(value)}"
+        return None if isinstance(value, str) else f"must be a string, not {describe_kind(value)}"
     if kind == "boolean":
-        return None if isinstance(value, bool) else f"must be true or false, not {_kind(value)}"
+        return None if isinstance(value, bool) else f"must be true or false, not {describe_kind(value)}"
     if kind == "number":
         ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-        return None if ok else f"must be a number, not {_kind(value)}"
+        return None if ok else f"must be a number, not {describe_kind(value)}"
     if not isinstance(value, str):
-        return f"must be a {kind} string, not {_kind(value)}"
+        return f"must be a {kind} string, not {describe_kind(value)}"
     try:
         if kind == "date":
             if not _DATE.match(value):
@@ -89,5 +90,6 @@ _KINDS = {
 }
 
 
-def _kind(value: Any) -> str:
+def describe_kind(value: Any) -> str:
+    """The JSON kind of ``value`` for messages: "a string", "a number", "an object"..."""
     return _KINDS.get(type(value), type(value).__name__)

@@ -70,5 +70,5 @@ def _render_text(text: str, context: dict[str, Any]) -> Any:
             "template_error",
             f"template {text!r} failed: {exc}",
             retryable=False,
-            solution="Check the names used in the template against payload, steps and run.",
+            solution="Check the names used in the template against payload, steps, state and run.",
         ) from None
