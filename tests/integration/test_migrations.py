@@ -22,7 +22,7 @@ DECLARED_COLUMNS = {
         "enrollment_key", "input", "state", "output", "error", "step_seq", "attempt", "rescues", "due_at",
         "lease_owner", "lease_expires_at", "fencing_token", "cancel_requested", "parent_run_id",
         "input_tokens", "output_tokens", "cached_input_tokens", "usd_cost", "created_at", "started_at",
-        "updated_at", "completed_at", "canceled_at", "trigger",
+        "updated_at", "completed_at", "canceled_at", "trigger", "inbox_seq",
     },
     "run_steps": {
         "workspace_id", "id", "run_id", "seq", "attempt", "node_id", "kind", "name", "status", "input",

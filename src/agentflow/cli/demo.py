@@ -131,13 +131,14 @@ async def _demo(engine: Engine, timeout: float) -> None:
         console.print(timeline(run, await engine.list_steps(run.id)))
         if run.output is not None:
             console.print(f"  output: {run.output}")
-        created = await engine.list_tasks(run_id=run.id)
+        created = await engine.tasks.list(run_id=run.id)
         if created:
             table = Table(
                 "task", "assignee", "priority", "due", title="  tasks created", title_justify="left"
             )
             for task in created:
-                table.add_row(task["title"], task["assignee"], task["priority"], f"{task['due_at']:%Y-%m-%d}")
+                due = f"{task.due_at:%Y-%m-%d}" if task.due_at else "-"
+                table.add_row(task.title, task.assignee or "-", task.priority or "-", due)
             console.print(table)
         console.print()
     ok = sum(r.status == "completed" for r in finished)

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from agentflow.core.durations import parse_duration
 from agentflow.core.retry import RetryPolicy
+from agentflow.core.state_definition import MAX_VARIABLES
 
 NODE_ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$"
 
@@ -28,6 +29,9 @@ class NodeSpec(BaseModel):
         next: the node to run after this one; by default the next node in the list.
         retry: overrides the workflow's retry policy for this node.
         timeout: overrides the workflow's step timeout for this node.
+        save_to_state: run variables to set when the node succeeds, ``{name: template}``;
+            the templates also see the node's ``output``. Each name must be declared in the
+            workflow's ``state_definition`` and the value must match its type.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -38,6 +42,7 @@ class NodeSpec(BaseModel):
     next: str | None = None
     retry: RetryPolicy | None = None
     timeout: timedelta | None = None
+    save_to_state: dict[str, Any] | None = Field(default=None, max_length=MAX_VARIABLES)
 
     @field_validator("timeout", mode="before")
     @classmethod
@@ -54,11 +59,17 @@ class ToolNode(NodeSpec):
 
 
 class WaitNode(NodeSpec):
-    """Sleep durably for ``duration``, or until the ``until`` timestamp (a template)."""
+    """Sleep durably for ``duration``, or until the ``until`` timestamp (a template).
+
+    With ``wake_on_event`` the sleep ends early, as soon as something arrives in the run's
+    inbox (an enrolled event, a change to a task the run created); ``duration``/``until`` is
+    then the longest it waits. The next node sees what arrived as ``{{ inbox }}``.
+    """
 
     type: Literal["wait"] = "wait"
     duration: timedelta | None = None
     until: str | None = None
+    wake_on_event: bool = False
 
     @field_validator("duration", mode="before")
     @classmethod

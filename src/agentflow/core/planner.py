@@ -1,8 +1,9 @@
 """Decide what a structured run does next, and how a step's outcome moves the run.
 
 The run's ``state`` document is ``{"node": <id of the next node or null>}``: where the run
-is, not what it produced. Step outputs live in ``run_steps`` (and in the worker's memory
-while it holds the run), so a checkpoint writes a constant amount whatever the run's length.
+is, not what it produced, plus ``"vars"``, the run's variables, when the workflow declares a
+``state_definition`` (bounded by it). Step outputs live in ``run_steps`` (and in the worker's
+memory while it holds the run), so a checkpoint writes a bounded amount whatever the run's length.
 These functions only read and return values.
 """
 
@@ -15,9 +16,12 @@ from typing import Any
 
 from agentflow.core.definitions import StructuredConfig
 from agentflow.core.errors import ErrorInfo
+from agentflow.core.inbox import AWAITING_EVENT
 from agentflow.core.node_specs import NodeSpec
 from agentflow.core.retry import RetryPolicy
+from agentflow.core.state_definition import initial_variables, saved_variables
 from agentflow.core.statuses import RunStatus
+from agentflow.core.templating import render
 
 
 @dataclass(frozen=True)
@@ -29,12 +33,17 @@ class NodeResult:
         wake_after: sleep this long (durably) before the next node.
         wake_at: or sleep until this time (never earlier than now).
         finish: complete the run with ``output`` now.
+        wake_on_event: end the sleep early when something arrives in the run's inbox.
+        passes_inbox: the step did not use ``inbox``: its checkpoint leaves the rows for the
+            next step instead of consuming them (a wait hands on what arrived).
     """
 
     output: Any = None
     wake_after: timedelta | None = None
     wake_at: datetime | None = None
     finish: bool = False
+    wake_on_event: bool = False
+    passes_inbox: bool = False
 
 
 @dataclass(frozen=True)
@@ -67,9 +76,33 @@ class Transition:
         return self.step_status == "completed"
 
 
-def initial_state(config: StructuredConfig) -> dict[str, Any]:
-    """The state a new run starts with."""
-    return {"node": config.start_id}
+def initial_state(config: StructuredConfig, variables: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The state a new run starts with: its first node and, when the workflow declares a
+    ``state_definition``, every variable (``variables`` given, else defaults; already checked)."""
+    if config.state_definition is None:
+        return {"node": config.start_id}
+    return {"node": config.start_id, "vars": initial_variables(config.state_definition, variables)}
+
+
+def variables(state: dict[str, Any]) -> dict[str, Any]:
+    """The run's variables, ``{{ state.x }}`` in templates (none without a ``state_definition``)."""
+    found = state.get("vars")
+    return found if isinstance(found, dict) else {}
+
+
+def save_to_state(
+    config: StructuredConfig, state: dict[str, Any], node: NodeSpec, context: dict[str, Any], output: Any
+) -> dict[str, Any]:
+    """The state after ``node`` succeeded with ``output``: its ``save_to_state`` rendered and applied.
+
+    Raises:
+        StepFailure: ``template_error`` or ``state_invalid``, neither retryable.
+    """
+    if not node.save_to_state:
+        return state
+    saves = render(node.save_to_state, {**context, "output": output})
+    updated = saved_variables(config.state_definition, variables(state), saves, node.id)
+    return {**state, "vars": updated}
 
 
 def current_node(config: StructuredConfig, state: dict[str, Any]) -> NodeSpec | None:
@@ -103,7 +136,7 @@ def on_success(
             "completed",
             wake_after=result.wake_after,
             wake_at=result.wake_at,
-            reason="timer",
+            reason=AWAITING_EVENT if result.wake_on_event else "timer",
         )
     return Transition(RunStatus.IN_PROGRESS, new_state, "completed")
 

@@ -9,12 +9,13 @@ import asyncio
 import random
 import time
 import traceback
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from agentflow.core import planner
 from agentflow.core.definitions import StructuredConfig
 from agentflow.core.errors import ErrorInfo, StepFailure
+from agentflow.core.inbox import EMPTY, Inbox
 from agentflow.core.planner import NodeResult, Transition
 from agentflow.core.records import RunRecord
 from agentflow.core.statuses import RunStatus
@@ -42,31 +43,35 @@ class Cursor:
     """Where a held run is between steps (it changes only at checkpoints).
 
     Attributes:
-        state: the run's state document (``{"node": ...}``).
+        state: the run's state document (``{"node": ..., "vars": {...}}``).
         step_seq: the current step's number.
         attempt: failed attempts of the current step.
         outputs: outputs of completed steps by node id, for templates; the worker keeps
             them while it holds the run (they are stored in ``run_steps``).
+        inbox: the run's unconsumed deliveries as last loaded (``{{ inbox }}``); the worker
+            loads them when it claims the run and after a checkpoint that reports new ones.
     """
 
     state: dict[str, Any]
     step_seq: int
     attempt: int
     outputs: dict[str, Any]
+    inbox: Inbox = EMPTY
 
     @classmethod
-    def of(cls, run: RunRecord, outputs: dict[str, Any]) -> Cursor:
+    def of(cls, run: RunRecord, outputs: dict[str, Any], inbox: Inbox = EMPTY) -> Cursor:
         """The cursor of a freshly claimed run, with the outputs of its completed steps."""
-        return cls(run.state, run.step_seq, run.attempt, outputs)
+        return cls(run.state, run.step_seq, run.attempt, outputs, inbox)
 
     def after(self, outcome: StepOutcome) -> Cursor:
         """The cursor after ``outcome`` was checkpointed."""
         t = outcome.transition
+        inbox = self.inbox.consumed() if outcome.run.consumed else self.inbox
         if not t.advances:
-            return Cursor(t.state, self.step_seq, self.attempt + 1, self.outputs)
+            return Cursor(t.state, self.step_seq, self.attempt + 1, self.outputs, inbox)
         if outcome.step.node_id is not None:
             self.outputs[outcome.step.node_id] = outcome.step.output
-        return Cursor(t.state, self.step_seq + 1, 0, self.outputs)
+        return Cursor(t.state, self.step_seq + 1, 0, self.outputs, inbox)
 
 
 async def execute(
@@ -97,6 +102,8 @@ async def execute(
         {
             "payload": run.input,
             "steps": cursor.outputs,
+            "state": planner.variables(cursor.state),
+            "inbox": cursor.inbox.view(),
             "run": {
                 "id": str(run.id),
                 "workflow_id": str(run.workflow_id),
@@ -122,7 +129,9 @@ async def execute(
             ) from None
         json_codec.encode(result.output)  # refuse what jsonb cannot store, as a step failure
         json_codec.encode(step_input)
-        transition = planner.on_success(config, cursor.state, node, result)
+        # Saved in this step's own checkpoint (the state document), so no extra write.
+        state = planner.save_to_state(config, cursor.state, node, env.template_context, result.output)
+        transition = planner.on_success(config, state, node, result)
         error = None
         tasks = [_task_doc(t) for t in ctx.tasks]
     except StepFailure as failure:
@@ -146,7 +155,7 @@ async def execute(
         result = NodeResult()
     duration = time.monotonic() - started
     output = result.output if transition.advances else None
-    return _outcome(
+    outcome = _outcome(
         transition,
         cursor,
         attempt,
@@ -159,6 +168,14 @@ async def execute(
         duration,
         tasks,
     )
+    return _with_inbox(outcome, cursor.inbox, consumes=transition.advances and not result.passes_inbox)
+
+
+def _with_inbox(outcome: StepOutcome, inbox: Inbox, *, consumes: bool) -> StepOutcome:
+    """Tell the checkpoint what the step saw of the inbox: it consumes the rows (exactly once,
+    fenced) when the step completed and used them, and compares the delivery count it saw."""
+    consumed = inbox.ids if consumes else ()
+    return replace(outcome, run=replace(outcome.run, inbox_seen=inbox.seen, consumed=consumed))
 
 
 def _failed(

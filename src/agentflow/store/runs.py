@@ -7,6 +7,8 @@ All lease and timer arithmetic uses the database clock (``now()``).
 
 from __future__ import annotations
 
+import contextlib
+import functools
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -95,6 +97,7 @@ class Claimed:
 
     run: RunRecord
     rescued: bool
+    inbox_seq: int = 0  # deliveries the run has received (its inbox needs loading when > 0)
 
 
 async def claim(
@@ -107,7 +110,7 @@ async def claim(
     requested is canceled. Both come back with their terminal status.
     """
     rows = await pool.fetch(_CLAIM, owner, limit, lease_ttl, max_rescues)
-    return [Claimed(RunRecord.from_row(r), r["rescued"]) for r in rows]
+    return [Claimed(RunRecord.from_row(r), r["rescued"], r["inbox_seq"]) for r in rows]
 
 
 _CHECKPOINT = """
@@ -125,7 +128,13 @@ WITH r AS (
         -- them), so the update changes no indexed column and can be HOT.
         due_at = CASE $5
             WHEN 'in_progress' THEN due_at
-            WHEN 'waiting' THEN CASE WHEN $12::timestamptz IS NULL
+            -- A wait for an event ('awaiting_event', core.inbox.AWAITING_EVENT) is due at once
+            -- when a delivery arrived that the step did not see ($23: the count it saw). The
+            -- count is read from this row, which a delivery updates, so a delivery that holds
+            -- the row now is waited for and counted: no wake-up is lost.
+            WHEN 'waiting' THEN CASE WHEN $6::text = 'awaiting_event' AND inbox_seq > $23::bigint
+                                     THEN now()
+                                     WHEN $12::timestamptz IS NULL
                                      THEN now() + make_interval(secs => $11)
                                      ELSE greatest(now(), $12::timestamptz) END END,
         lease_owner = CASE WHEN $5 = 'in_progress' THEN lease_owner END,
@@ -134,7 +143,7 @@ WITH r AS (
         updated_at = now()
     WHERE workspace_id = $1 AND id = $2 AND fencing_token = $3 AND lease_owner = $4
       AND status = 'in_progress' AND step_seq = $13
-    RETURNING workspace_id, id, status, due_at, cancel_requested,
+    RETURNING workspace_id, id, status, due_at, cancel_requested, inbox_seq,
               extract(epoch FROM due_at - now())::float8 AS due_in
 ), s AS (
     INSERT INTO run_steps (workspace_id, run_id, seq, attempt, node_id, kind, name, status,
@@ -148,20 +157,33 @@ WITH r AS (
 
 SELECT * FROM r
 """
-# The same, also inserting the tasks the step asked for ($23), exactly once with the step.
-_CHECKPOINT_WITH_TASKS = _CHECKPOINT.replace(
-    "\nSELECT * FROM r",
-    """, t AS (
+# Consuming the inbox rows the step saw ($ROWS), exactly once with the step (fenced by r).
+_CONSUME = """, c AS (
+    UPDATE run_inbox i SET consumed_at = now(), consumed_seq = $13
+    FROM r WHERE i.workspace_id = r.workspace_id AND i.run_id = r.id
+      AND i.id = ANY($ROWS::bigint[]) AND i.consumed_at IS NULL
+)"""
+# Inserting the tasks the step asked for ($TASKS), exactly once with the step.
+_TASKS = """, t AS (
     INSERT INTO tasks (workspace_id, id, run_id, origin_key, title, description, assignee,
                        due_at, priority, system_generated, account_id, metadata)
     SELECT r.workspace_id, gen_random_uuid(), r.id, r.id::text || ':' || $13 || ':' || x.n,
            x.doc->>'title', x.doc->>'description', x.doc->>'assignee',
            (x.doc->>'due_at')::timestamptz, x.doc->>'priority', true, x.doc->>'account_id',
            coalesce(x.doc->'metadata', '{}')
-    FROM r, jsonb_array_elements($23::jsonb) WITH ORDINALITY AS x(doc, n)
-)
-SELECT * FROM r""",
-)
+    FROM r, jsonb_array_elements($TASKS::jsonb) WITH ORDINALITY AS x(doc, n)
+)"""
+
+
+@functools.cache
+def _checkpoint_statement(consume: bool, tasks: bool) -> str:
+    """The checkpoint with only the writes this step needs (the common step needs neither)."""
+    extra, number = "", 24
+    if consume:
+        extra, number = extra + _CONSUME.replace("$ROWS", f"${number}"), number + 1
+    if tasks:
+        extra += _TASKS.replace("$TASKS", f"${number}")
+    return _CHECKPOINT.replace("\nSELECT * FROM r", extra + "\nSELECT * FROM r")
 
 
 @dataclass(frozen=True)
@@ -182,7 +204,12 @@ class StepWrite:
 
 @dataclass(frozen=True)
 class RunWrite:
-    """How the run moves at a checkpoint."""
+    """How the run moves at a checkpoint.
+
+    ``inbox_seen`` is the run's delivery count as of the inbox the step saw (a wait for an event
+    is due at once when the row's count is higher); ``consumed`` lists the inbox rows the step
+    used, consumed by this checkpoint.
+    """
 
     status: str
     status_reason: str | None
@@ -192,15 +219,19 @@ class RunWrite:
     advance: bool
     wake_after: float | None = None
     wake_at: datetime | None = None
+    inbox_seen: int = 0
+    consumed: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
 class Checkpointed:
-    """A checkpoint that held: the run's new status and, when due later, how soon."""
+    """A checkpoint that held: the run's new status, when due later how soon, and its delivery
+    count (higher than the step saw: something arrived meanwhile)."""
 
     status: str
     due_in: float | None
     cancel_requested: bool
+    inbox_seq: int = 0
 
 
 async def checkpoint(
@@ -222,15 +253,25 @@ async def checkpoint(
         run.status, run.status_reason, run.state, run.output, run.error, int(run.advance),
         run.wake_after or 0.0, run.wake_at,
         step.seq, step.attempt, step.node_id, step.kind, step.name, step.status,
-        step.input, step.output, step.error, step.duration,
+        step.input, step.output, step.error, step.duration, run.inbox_seen,
     ]  # fmt: skip
+    if run.consumed:
+        args.append(list(run.consumed))
     if tasks:
-        row = await pool.fetchrow(_CHECKPOINT_WITH_TASKS, *args, tasks)
-    else:
-        row = await pool.fetchrow(_CHECKPOINT, *args)
+        args.append(tasks)
+    row = await pool.fetchrow(_checkpoint_statement(bool(run.consumed), bool(tasks)), *args)
     if row is None:
         return None
-    return Checkpointed(row["status"], row["due_in"], row["cancel_requested"])
+    return Checkpointed(row["status"], row["due_in"], row["cancel_requested"], row["inbox_seq"])
+
+
+_HEARTBEAT = (
+    "UPDATE runs r SET lease_expires_at = now() + make_interval(secs => $5),"
+    " due_at = now() + make_interval(secs => $5)"
+    " FROM unnest($1::uuid[], $2::uuid[], $3::bigint[]) AS h(ws, id, token)"
+    " WHERE r.workspace_id = h.ws AND r.id = h.id AND r.fencing_token = h.token"
+    " AND r.lease_owner = $4 AND r.status = 'in_progress' RETURNING r.id"
+)
 
 
 async def heartbeat(
@@ -239,15 +280,14 @@ async def heartbeat(
     """Extend the leases this worker still holds; return the run ids still held."""
     if not held:
         return set()
-    rows = await pool.fetch(
-        "UPDATE runs r SET lease_expires_at = now() + make_interval(secs => $5),"
-        " due_at = now() + make_interval(secs => $5)"
-        " FROM unnest($1::uuid[], $2::uuid[], $3::bigint[]) AS h(ws, id, token)"
-        " WHERE r.workspace_id = h.ws AND r.id = h.id AND r.fencing_token = h.token"
-        " AND r.lease_owner = $4 AND r.status = 'in_progress' RETURNING r.id",
-        [h[0] for h in held], [h[1] for h in held], [h[2] for h in held], owner, lease_ttl,
-    )  # fmt: skip
-    return {row["id"] for row in rows}
+    args = ([h[0] for h in held], [h[1] for h in held], [h[2] for h in held], owner, lease_ttl)
+    for _ in range(2):
+        # A transaction delivering to several of these runs (a delivery updates its run's row)
+        # may lock them in another order; PostgreSQL breaks the cycle by failing one side. When
+        # that is this statement, trying again waits for the delivery to commit, then succeeds.
+        with contextlib.suppress(asyncpg.DeadlockDetectedError):
+            return {row["id"] for row in await pool.fetch(_HEARTBEAT, *args)}
+    return {row["id"] for row in await pool.fetch(_HEARTBEAT, *args)}
 
 
 async def release(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID, token: int, owner: str) -> bool:
