@@ -7,16 +7,17 @@ import math
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.support.cli import CLI, ROOT
 
-WORKLOADS = {"W1", "W2", "W3", "W4"}
+WORKLOADS = {"W1", "W2", "W3", "W4", "E1", "E2", "E3"}
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(300)
 def test_quick_bench_reports_every_workload_and_the_floor(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     env = {k: v for k, v in os.environ.items() if k != "AGENTFLOW_DATABASE_URL"}
@@ -27,7 +28,7 @@ def test_quick_bench_reports_every_workload_and_the_floor(tmp_path: Path) -> Non
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=230,
+        timeout=290,
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     assert "W1" in result.stdout and "floor" in result.stdout
@@ -41,7 +42,7 @@ def test_quick_bench_reports_every_workload_and_the_floor(tmp_path: Path) -> Non
     assert report["settings"]["quick"] is True
 
     workloads = report["workloads"]
-    assert set(workloads) == WORKLOADS, "--quick runs W1-W4 (not W4-10k)"
+    assert set(workloads) == WORKLOADS, "--quick runs W1-W4 and E1-E3 (not W4-10k)"
     for key, workload in workloads.items():
         assert workload["error"] is None, (key, workload["error"])
         assert workload["metrics"], key
@@ -54,6 +55,36 @@ def test_quick_bench_reports_every_workload_and_the_floor(tmp_path: Path) -> Non
                 assert isinstance(metric["passed"], bool), (key, metric)
     statuses = workloads["W1"]["details"]["execution_statuses"]
     assert statuses == {"completed": workloads["W1"]["details"]["runs"]}
+    _check_event_workloads(workloads)
+
+
+def _check_event_workloads(workloads: dict[str, Any]) -> None:
+    """Counts, not timings: every event stored once, decided, and every run's first step seen."""
+    ingest = workloads["E1"]["details"]
+    assert set(ingest["phases"]) == {"http_single", "http_batch", "python_single", "python_batch"}
+    for key, phase in ingest["phases"].items():
+        assert phase["events"] > 0, key
+        assert phase["stored"] == phase["created"] == phase["events"], (key, phase)
+    assert ingest["all_stored"] is True
+    assert ingest["phases"]["http_batch"]["events"] == 500 * ingest["phases"]["http_batch"]["requests"]
+
+    latency = workloads["E2"]["details"]
+    assert latency["events"] > 0
+    assert latency["decisions"] == {"started": latency["events"]}, "each event started one run"
+    assert latency["samples"] == latency["runs_started"] == latency["events"], "a first step per run"
+
+    dispatch = workloads["E3"]["details"]
+    events, workflows = dispatch["events"], dispatch["workflows"]
+    assert workflows == 100 and events > 0
+    assert dispatch["decisions_before_release"] == 0, "the hold kept the events from the dispatcher"
+    assert dispatch["events_decided"] == events
+    assert dispatch["decision_pairs"] == events * workflows, "every event decided at every workflow"
+    started = dispatch["events_expected_to_match"]
+    assert 0 < started < events
+    assert dispatch["decisions"] == {"started": started, "not_matched": events * workflows - started}
+    assert dispatch["events_started"] == started
+    assert sum(batch["events"] for batch in dispatch["batches"]) == events
+    assert dispatch["run_statuses"] == {"completed": started}
 
 
 def _positive(value: object) -> bool:

@@ -9,8 +9,10 @@ can be compared as ratios. Modules:
 - ``floor``: the commit floor;
 - ``stats``: percentiles;
 - ``processes``: ``agentflow worker`` subprocesses and their memory;
+- ``server``: an ``agentflow serve`` subprocess for the HTTP workloads;
 - ``queries``: the benchmark's own measurement SQL (DB-clock timestamps);
-- ``throughput`` (W1), ``latency`` (W2, W3), ``sleep`` (W4, W4-10k): the workloads;
+- ``throughput`` (W1), ``latency`` (W2, W3), ``sleep`` (W4, W4-10k): the run workloads;
+- ``ingest`` (E1), ``event_latency`` (E2), ``dispatch`` (E3): the event workloads;
 - ``report``: figures, targets, the Rich table and the JSON document;
 - ``runner``: runs the selected workloads;
 - ``tools``: the trivial tool the workloads' steps call.

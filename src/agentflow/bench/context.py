@@ -27,15 +27,22 @@ class Sizes:
     w4_sleep: float
     w4_10k_runs: int
     w4_10k_sleep: tuple[float, float]
+    e1_events: int  # single-event publishes per path (HTTP, Python API)
+    e1_batches: int  # batches of 500 per path
+    e2_publishes: int
+    e3_events: int
+    e3_workflows: int
 
 
 FULL = Sizes(
     floor=2000, w1_runs=2000, w2_steps=1000, w2_runs=1, w3_starts=200, w4_runs=1000, w4_sleep=2.0,
     w4_10k_runs=10_000, w4_10k_sleep=(10.0, 60.0),
+    e1_events=2000, e1_batches=20, e2_publishes=200, e3_events=1000, e3_workflows=100,
 )  # fmt: skip
 QUICK = Sizes(
     floor=300, w1_runs=200, w2_steps=100, w2_runs=1, w3_starts=30, w4_runs=100, w4_sleep=2.0,
     w4_10k_runs=500, w4_10k_sleep=(2.0, 4.0),
+    e1_events=200, e1_batches=4, e2_publishes=30, e3_events=100, e3_workflows=100,
 )  # fmt: skip
 
 
@@ -72,6 +79,11 @@ def sleeper(name: str, wait: dict[str, Any]) -> dict[str, Any]:
     """A wait node (``duration`` or ``until``) followed by one trivial step."""
     nodes = [{"id": "nap", "type": "wait", **wait}, {"id": "after", "type": "tool", "tool": NOOP}]
     return {"name": name, "kind": "structured", "nodes": nodes}
+
+
+def triggered(name: str, trigger: dict[str, Any]) -> dict[str, Any]:
+    """One trivial step, started by events (``trigger``: topics, conditions, ...)."""
+    return {**chain(name, 1), "trigger": trigger}
 
 
 async def publish(engine: Engine, config: dict[str, Any]) -> UUID:

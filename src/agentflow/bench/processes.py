@@ -58,7 +58,7 @@ class WorkerGroup:
         """Raise ``WorkerFailed`` if a worker has exited."""
         for process, log in zip(self.processes, self.logs, strict=True):
             if process.returncode is not None:
-                raise WorkerFailed(f"worker {process.pid} exited ({process.returncode}): {_tail(log)}")
+                raise WorkerFailed(f"worker {process.pid} exited ({process.returncode}): {log_tail(log)}")
 
 
 @asynccontextmanager
@@ -81,7 +81,7 @@ async def worker_group(url: str, count: int, concurrency: int) -> AsyncIterator[
         await asyncio.gather(*(_ready(p, log) for p, log in zip(group.processes, group.logs, strict=True)))
         yield group
     finally:
-        await asyncio.gather(*(_stop(p) for p in group.processes))
+        await asyncio.gather(*(stop_process(p) for p in group.processes))
         shutil.rmtree(log_dir, ignore_errors=True)
 
 
@@ -96,13 +96,14 @@ async def _ready(process: asyncio.subprocess.Process, log: Path) -> None:
             raise WorkerFailed(f"worker {process.pid} was not ready within {_READY_TIMEOUT:g}s") from None
         if not line:
             await process.wait()
-            raise WorkerFailed(f"worker {process.pid} exited ({process.returncode}): {_tail(log)}")
+            raise WorkerFailed(f"worker {process.pid} exited ({process.returncode}): {log_tail(log)}")
         if b" running " in line:
             return
 
 
-async def _stop(process: asyncio.subprocess.Process) -> None:
-    """SIGTERM (the worker finishes its steps and releases its runs), then SIGKILL."""
+async def stop_process(process: asyncio.subprocess.Process) -> None:
+    """SIGTERM (a worker finishes its steps and releases its runs; a server finishes its
+    requests), then SIGKILL after 20 s."""
     if process.returncode is None:
         with contextlib.suppress(ProcessLookupError):
             process.send_signal(signal.SIGTERM)
@@ -114,7 +115,8 @@ async def _stop(process: asyncio.subprocess.Process) -> None:
             await process.wait()
 
 
-def _tail(log: Path, lines: int = 15) -> str:
+def log_tail(log: Path, lines: int = 15) -> str:
+    """The last ``lines`` lines of a process's log, for error messages."""
     try:
         text = log.read_text(errors="replace")
     except OSError:

@@ -1,11 +1,12 @@
 """The benchmark's own SQL: setting runs due together, and reading DB-clock timestamps.
 
-These statements exist only to measure the engine (they read the engine's tables, and
-W1 moves ``due_at`` of runs no worker has seen yet), so they live here rather than in
-``agentflow.store``. Every time is the database clock: ``runs.created_at`` is the start
-run's ``now()``, ``runs.started_at`` the first claim's ``now()``, ``run_steps.started_at``
-the checkpoint's ``clock_timestamp()`` minus the step's measured duration, and
-``run_steps.finished_at`` the checkpoint's ``clock_timestamp()``.
+These statements exist only to measure the engine (they read the engine's tables, W1
+moves ``due_at`` of runs no worker has seen yet, E3 holds event delivery back), so they
+live here rather than in ``agentflow.store``. Every time is the database clock:
+``events.received_at`` is the publish statement's ``now()``, ``runs.created_at`` the start
+run's (or the dispatcher transaction's) ``now()``, ``runs.started_at`` the first claim's
+``now()``, ``run_steps.started_at`` the checkpoint's ``clock_timestamp()`` minus the step's
+measured duration, and ``run_steps.finished_at`` the checkpoint's ``clock_timestamp()``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from uuid import UUID
 import asyncpg
 
 from agentflow.store.database import WAKE_CHANNEL
+from agentflow.store.events import EVENTS_CHANNEL
 
 TERMINAL = ("completed", "failed", "canceled")
 
@@ -50,19 +52,18 @@ async def release(pool: asyncpg.Pool, workflow_id: UUID) -> datetime:
 
 
 async def wait_until_ended(
-    pool: asyncpg.Pool, workflow_id: UUID, count: int, timeout: float, poll: float = 0.1
+    pool: asyncpg.Pool, workflow_id: UUID | None, count: int, timeout: float, poll: float = 0.1
 ) -> dict[str, int]:
-    """Poll until ``count`` runs of the workflow have ended; return runs by status.
+    """Poll until ``count`` runs of the workflow (of any workflow when None) have ended;
+    return runs by status.
 
     Raises:
         TimeoutError: they had not all ended after ``timeout`` seconds.
     """
     deadline = time.monotonic() + timeout
+    where, args = ("WHERE workflow_id = $1", [workflow_id]) if workflow_id is not None else ("", [])
     while True:
-        rows = await pool.fetch(
-            "SELECT status, count(*) AS n FROM runs WHERE workflow_id = $1 GROUP BY status",
-            workflow_id,
-        )
+        rows = await pool.fetch(f"SELECT status, count(*) AS n FROM runs {where} GROUP BY status", *args)
         by_status = {r["status"]: int(r["n"]) for r in rows}
         if sum(n for s, n in by_status.items() if s in TERMINAL) >= count:
             return by_status
@@ -145,6 +146,138 @@ async def wake_lateness(pool: asyncpg.Pool, workflow_id: UUID) -> list[tuple[flo
         workflow_id,
     )
     return [(r["late"], r["during_starts"]) for r in rows]
+
+
+async def events_by_topic(pool: asyncpg.Pool) -> dict[str, int]:
+    """How many events the log holds, by topic."""
+    rows = await pool.fetch("SELECT topic, count(*) AS n FROM events GROUP BY topic")
+    return {r["topic"]: int(r["n"]) for r in rows}
+
+
+async def event_latencies(pool: asyncpg.Pool, workflow_id: UUID) -> list[tuple[float, float, float]]:
+    """Per run an event started (``dispatch_decisions``): seconds from the event's
+    ``received_at`` (its publish statement's ``now()``) to the run's creation (the
+    dispatcher transaction's ``now()``), to its first claim, and to its first step starting."""
+    rows = await pool.fetch(
+        "SELECT extract(epoch FROM r.created_at - e.received_at)::float8 AS created,"
+        " extract(epoch FROM r.started_at - e.received_at)::float8 AS claimed,"
+        " extract(epoch FROM s.started_at - e.received_at)::float8 AS stepped"
+        " FROM dispatch_decisions d"
+        " JOIN events e ON e.workspace_id = d.workspace_id AND e.topic = d.event_topic"
+        "  AND e.message_id = d.event_message_id"
+        " JOIN runs r ON r.workspace_id = d.workspace_id AND r.id = d.run_id"
+        " JOIN run_steps s ON s.run_id = r.id AND s.seq = 0 AND s.attempt = 1"
+        " WHERE d.workflow_id = $1 AND d.decision = 'started'",
+        workflow_id,
+    )
+    return [(r["created"], r["claimed"], r["stepped"]) for r in rows]
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """What the dispatcher decided: (event, workflow) pairs by decision, and events.
+
+    Attributes:
+        by_decision: pairs by decision (``started``, ``not_matched``, ...).
+        events: distinct events with at least one decision.
+        events_started: distinct events that started at least one run.
+    """
+
+    by_decision: dict[str, int]
+    events: int
+    events_started: int
+
+    @property
+    def pairs(self) -> int:
+        """Every decided (event, workflow) pair."""
+        return sum(self.by_decision.values())
+
+
+async def decisions(pool: asyncpg.Pool) -> Decisions:
+    """The dispatcher's decisions so far."""
+    rows = await pool.fetch("SELECT decision, count(*) AS n FROM dispatch_decisions GROUP BY decision")
+    row = await pool.fetchrow(
+        "SELECT count(DISTINCT (event_topic, event_message_id)) AS events,"
+        " count(DISTINCT (event_topic, event_message_id)) FILTER (WHERE decision = 'started') AS started"
+        " FROM dispatch_decisions"
+    )
+    assert row is not None
+    return Decisions({r["decision"]: int(r["n"]) for r in rows}, int(row["events"]), int(row["started"]))
+
+
+async def decision_batches(pool: asyncpg.Pool) -> list[tuple[datetime, int]]:
+    """The dispatcher's transactions in order: when each began (its decisions' ``created_at``,
+    the transaction's ``now()``) and how many events it decided."""
+    rows = await pool.fetch(
+        "SELECT created_at, count(DISTINCT (event_topic, event_message_id)) AS events"
+        " FROM dispatch_decisions GROUP BY created_at ORDER BY created_at"
+    )
+    return [(r["created_at"], int(r["events"])) for r in rows]
+
+
+class EventHold:
+    """Holds event delivery back: an open transaction that has an xid.
+
+    Consumers read only events whose transaction is older than every running one
+    (docs/event-log.md), so events published while this transaction is open wait for it.
+    ``release`` commits it with a NOTIFY on the events channel: every held event becomes
+    readable at once, and the consumers wake.
+    """
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+        self._conn: asyncpg.pool.PoolConnectionProxy | None = None
+        self._transaction: asyncpg.transaction.Transaction | None = None
+
+    async def __aenter__(self) -> EventHold:
+        self._conn = await self._pool.acquire()
+        self._transaction = self._conn.transaction()
+        await self._transaction.start()
+        await self._conn.fetchval("SELECT pg_current_xact_id()")  # takes the xid now
+        return self
+
+    async def release(self) -> datetime:
+        """Commit; return the instant just before the commit (DB clock)."""
+        assert self._conn is not None
+        assert self._transaction is not None
+        # clock_timestamp(), not now(): the events become readable when this commits.
+        released: datetime = await self._conn.fetchval(
+            f"SELECT clock_timestamp() FROM pg_notify('{EVENTS_CHANNEL}', '')"
+        )
+        await self._transaction.commit()
+        self._transaction = None
+        return released
+
+    async def __aexit__(self, *_exc: object) -> None:
+        assert self._conn is not None
+        try:
+            if self._transaction is not None:
+                await self._transaction.rollback()
+        finally:
+            await self._pool.release(self._conn)
+
+
+async def wait_until_consumed(pool: asyncpg.Pool, consumer: str, timeout: float, poll: float) -> datetime:
+    """Poll until ``consumer``'s cursor has passed the last event of the log; return the
+    database clock at the poll that saw it (at most ``poll`` seconds late).
+
+    Raises:
+        TimeoutError: it had not after ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        row = await pool.fetchrow(
+            "SELECT clock_timestamp() AS at, coalesce((SELECT (o.xid, o.seq) >= (e.xid, e.seq)"
+            "   FROM consumer_offsets o WHERE o.consumer = $1), false) AS done"
+            " FROM (SELECT xid, seq FROM events ORDER BY xid DESC, seq DESC LIMIT 1) e",
+            consumer,
+        )
+        if row is not None and row["done"]:
+            at: datetime = row["at"]
+            return at
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"consumer {consumer} had not read every event after {timeout:g}s")
+        await asyncio.sleep(poll)
 
 
 async def server_facts(pool: asyncpg.Pool) -> dict[str, str]:

@@ -66,7 +66,7 @@ class WorkloadResult:
     """The figures of one workload and how they were obtained.
 
     Attributes:
-        key: ``W1`` .. ``W4-10k``.
+        key: ``W1`` .. ``W4-10k``, ``E1`` .. ``E3``.
         title: one line saying what the workload does.
         metrics: the figures, in display order.
         details: sizes, settings and counts (for the JSON document).

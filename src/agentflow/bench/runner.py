@@ -15,7 +15,7 @@ from typing import Any
 import psutil
 
 import agentflow
-from agentflow.bench import latency, queries, sleep, throughput
+from agentflow.bench import dispatch, event_latency, ingest, latency, queries, sleep, throughput
 from agentflow.bench.context import FULL, QUICK, BenchContext
 from agentflow.bench.database import bench_server
 from agentflow.bench.floor import measure_floor
@@ -31,6 +31,9 @@ WORKLOADS: dict[str, Workload] = {
     "W3": latency.w3,
     "W4": sleep.w4,
     "W4-10k": sleep.w4_10k,
+    "E1": ingest.e1,
+    "E2": event_latency.e2,
+    "E3": dispatch.e3,
 }
 QUICK_SKIPS = frozenset({"W4-10k"})
 

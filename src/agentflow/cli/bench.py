@@ -16,7 +16,7 @@ from agentflow.settings import Settings
 
 def bench(
     workloads: list[str] | None = typer.Option(
-        None, "--workload", "-w", help="Workloads to run, e.g. W1,W3 (default: all). Repeatable."
+        None, "--workload", "-w", help="Workloads to run, e.g. W1,W3 or E1,E2,E3 (default: all). Repeatable."
     ),
     json_file: Path | None = typer.Option(None, "--json", help="Also write the results as JSON here."),
     quick: bool = typer.Option(False, "--quick", help="Small sizes (about a minute); skips W4-10k."),
