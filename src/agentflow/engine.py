@@ -10,6 +10,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import uuid
 from collections.abc import AsyncIterator
@@ -20,6 +21,7 @@ from uuid import UUID
 
 import asyncpg
 
+from agentflow.access import AccessKeys
 from agentflow.core import planner
 from agentflow.core.definitions import (
     AgentConfig,
@@ -30,20 +32,23 @@ from agentflow.core.definitions import (
     validate_config,
 )
 from agentflow.core.errors import ConfigError, ConflictError, NotFoundError
+from agentflow.core.ids import DEFAULT_WORKSPACE as DEFAULT_WORKSPACE
 from agentflow.core.payload_format import payload_errors
 from agentflow.core.records import RunRecord, StepRecord, VersionRecord, WorkflowRecord
+from agentflow.core.state_definition import check_start_state
 from agentflow.core.tools import ToolRegistry
 from agentflow.eventlog import EventLog
 from agentflow.runtime import metrics
 from agentflow.runtime.configs import ConfigCache
+from agentflow.runtime.gatekeeper import EventGate
 from agentflow.runtime.worker import Worker
-from agentflow.settings import Settings
-from agentflow.store import migrate, reads, runs, tasks, workflows
+from agentflow.settings import Settings, sealing_key
+from agentflow.store import migrate, reads, runs, workflows
 from agentflow.store.database import Database
 from agentflow.store.embedded import EmbeddedServer
 from agentflow.store.workflows import Published
-
-DEFAULT_WORKSPACE = UUID("00000000-0000-0000-0000-000000000001")
+from agentflow.taskboard import TaskBoard
+from agentflow.webhooks import Webhooks
 
 
 class Engine:
@@ -59,6 +64,11 @@ class Engine:
         self._embedded = embedded
         self._configs = ConfigCache(db.pool)
         self.events = EventLog(db)
+        self.tasks = TaskBoard(db)
+        self.keys = AccessKeys(db)
+        self.webhooks = Webhooks(
+            db, self._configs, functools.partial(sealing_key, settings, embedded is not None)
+        )
 
     @classmethod
     @asynccontextmanager
@@ -177,14 +187,21 @@ class Engine:
         workflow: UUID | str,
         payload: Any = None,
         *,
+        state: dict[str, Any] | None = None,
         version: int | None = None,
         enrollment_key: str | None = None,
         workspace_id: UUID = DEFAULT_WORKSPACE,
     ) -> RunRecord:
         """Start a run on the workflow's latest version (or ``version``).
 
+        Args:
+            payload: the run's input, checked against the workflow's ``payload_format``.
+            state: starting values of the run's variables, checked against its
+                ``state_definition``; variables not given take their defaults.
+
         Raises:
             NotFoundError: no such workflow or version.
+            ConfigError: ``payload_invalid`` or ``state_invalid``, listing each field.
             ConflictError: ``run_already_active`` when another active run holds the key.
         """
         ref = workflow if isinstance(workflow, UUID) else (UUID(workflow) if _is_uuid(workflow) else None)
@@ -211,11 +228,11 @@ class Engine:
                     details={"errors": problems},
                     solution="Send the fields the workflow's payload_format declares.",
                 )
-        state = planner.initial_state(config)
+        check_start_state(config.name, config.state_definition, state)
         try:
             run = await runs.start(
                 self.db.pool, workspace_id, uuid.uuid4(), record.workflow_id, record.version,
-                {} if payload is None else payload, state, enrollment_key,
+                {} if payload is None else payload, planner.initial_state(config, state), enrollment_key,
             )  # fmt: skip
         except asyncpg.UniqueViolationError:
             raise ConflictError(
@@ -262,13 +279,6 @@ class Engine:
         """Every step attempt of a run, in order: its timeline."""
         run = await self.get_run(run_id, workspace_id=workspace_id)
         return await reads.list_steps(self.db.pool, workspace_id, run.id)
-
-    async def list_tasks(
-        self, *, run_id: UUID | str | None = None, limit: int = 100, workspace_id: UUID = DEFAULT_WORKSPACE
-    ) -> list[dict[str, Any]]:
-        """Tasks, oldest first; with ``run_id``, only those that run created."""
-        rid = (await self.get_run(run_id, workspace_id=workspace_id)).id if run_id else None
-        return await tasks.list_tasks(self.db.pool, workspace_id, run_id=rid, limit=limit)
 
     async def cancel_run(
         self,
@@ -324,11 +334,18 @@ class Engine:
     # Workers ---------------------------------------------------------------------------
 
     def worker(
-        self, *, concurrency: int | None = None, tools: ToolRegistry | None = None, dispatch: bool = True
+        self,
+        *,
+        concurrency: int | None = None,
+        tools: ToolRegistry | None = None,
+        dispatch: bool = True,
+        gate: EventGate | None = None,
     ) -> Worker:
         """A worker on this engine's database (call ``await worker.run()``); with ``dispatch``
-        it also turns events into runs."""
-        return Worker(self.db, self.settings, concurrency=concurrency, tools=tools, dispatch=dispatch)
+        it also turns events into runs, asking ``gate`` about gated agent workflows."""
+        return Worker(
+            self.db, self.settings, concurrency=concurrency, tools=tools, dispatch=dispatch, gate=gate
+        )
 
     async def run_worker(self, *, concurrency: int | None = None, until_idle: bool = False) -> None:
         """Run a worker; with ``until_idle``, stop once no run is active or due."""

@@ -17,12 +17,11 @@ from pydantic import ValidationError
 
 from agentflow.core.errors import ConfigError
 from agentflow.core.events import MAX_BATCH, Event, EventIn, Publication
+from agentflow.core.ids import DEFAULT_WORKSPACE as DEFAULT_WORKSPACE
 from agentflow.core.ids import uuid7
 from agentflow.runtime.consumer import EventConsumer, Handler
-from agentflow.store import events
+from agentflow.store import dispatch, events
 from agentflow.store.database import Database
-
-DEFAULT_WORKSPACE = UUID("00000000-0000-0000-0000-000000000001")
 
 
 class EventLog:
@@ -59,10 +58,26 @@ class EventLog:
         return await events.publish(self.db.pool, workspace_id, new) if new else []
 
     async def for_account(
-        self, account_id: str, *, since_seconds: float = 7200, workspace_id: UUID = DEFAULT_WORKSPACE
+        self,
+        account_id: str,
+        *,
+        since_seconds: float = 7200,
+        sources: list[str] | None = None,
+        limit: int = 500,
+        workspace_id: UUID = DEFAULT_WORKSPACE,
     ) -> list[Event]:
-        """What happened for an account in the last ``since_seconds`` (default 2 h), newest first."""
-        return await events.for_account(self.db.pool, workspace_id, account_id, since_seconds)
+        """What happened for an account in the last ``since_seconds`` (default 2 h), newest first.
+
+        Args:
+            account_id: the account.
+            since_seconds: how far back.
+            sources: only events of these sources (``email``, ``ticket``, ...: a topic's first
+                segment; see ``agentflow.core.sources``); None for all.
+            limit: at most this many events.
+        """
+        return await events.for_account(
+            self.db.pool, workspace_id, account_id, since_seconds, limit, list(sources) if sources else None
+        )
 
     def consumer(
         self, name: str, handler: Handler, *, workspace_id: UUID | None = None, batch_size: int = 500
@@ -74,9 +89,31 @@ class EventLog:
         """Events a consumer has not processed yet, and the oldest one's age in seconds."""
         return await events.lag(self.db.pool, consumer)
 
-    async def prune(self, older_than_seconds: float) -> int:
-        """Delete events older than this that every consumer has processed; return how many."""
-        return await events.prune(self.db.pool, older_than_seconds)
+    async def decisions(
+        self,
+        workflow_id: UUID,
+        *,
+        limit: int = 50,
+        before: int | None = None,
+        workspace_id: UUID = DEFAULT_WORKSPACE,
+    ) -> list[dict[str, Any]]:
+        """What was decided for each event at this workflow, and why; newest first.
+
+        Args:
+            workflow_id: the workflow.
+            limit: at most this many.
+            before: a decision id: only older ones (the next page).
+        """
+        async with self.db.pool.acquire() as conn:
+            return await dispatch.list_decisions(conn, workspace_id, workflow_id, limit=limit, before=before)
+
+    async def prune(self, older_than_seconds: float) -> tuple[int, int]:
+        """Delete events older than this that every consumer has processed, and dispatch
+        decisions older than this that wait for nothing; return how many of each."""
+        pruned = await events.prune(self.db.pool, older_than_seconds)
+        async with self.db.pool.acquire() as conn:
+            decisions = await dispatch.prune_decisions(conn, older_than_seconds)
+        return pruned, decisions
 
 
 def _parse(item: EventIn | dict[str, Any], index: int) -> EventIn:

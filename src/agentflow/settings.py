@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Literal
 
 import platformdirs
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from agentflow.core.errors import ConflictError
+from agentflow.core.sealing import new_sealing_key, parse_sealing_key
 
 
 def _default_data_dir() -> Path:
@@ -28,6 +33,13 @@ class Settings(BaseSettings):
         max_rescues: lease expiries a run survives before it fails with ``worker_lost``.
         imports: modules to import at start-up (where your tools live), comma-separated.
         host / port: where ``agentflow serve`` listens.
+        api_auth: ``required``: every API call needs a workspace API key (``Authorization:
+            Bearer afk_...``); ``optional``: a key, when sent, selects its workspace, else the
+            ``X-Agentflow-Workspace`` header does; ``auto`` (default): ``required`` unless
+            ``serve`` listens on a loopback address only.
+        secret_key: 32 random bytes in base64 that encrypt secrets at rest (webhook signing
+            secrets). With the embedded server and no key, one is made in ``data_dir``.
+        public_url: the server's external base URL, used to print webhook URLs.
     """
 
     model_config = SettingsConfigDict(env_prefix="AGENTFLOW_", extra="ignore")
@@ -45,8 +57,51 @@ class Settings(BaseSettings):
     imports: str = ""
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
+    api_auth: Literal["auto", "required", "optional"] = "auto"
+    secret_key: SecretStr | None = None
+    public_url: str | None = None
 
     @property
     def import_modules(self) -> list[str]:
         """``imports`` split into module names."""
         return [m.strip() for m in self.imports.split(",") if m.strip()]
+
+
+def sealing_key(settings: Settings, embedded: bool) -> bytes:
+    """The key that encrypts secrets at rest.
+
+    ``AGENTFLOW_SECRET_KEY`` when set. Otherwise, with the embedded server, a key file in the
+    data directory (made once, mode 0600, shared by every process on that directory).
+
+    Raises:
+        ConflictError: ``secret_key_missing`` on an external database without a key.
+    """
+    if settings.secret_key is not None:
+        return parse_sealing_key(settings.secret_key.get_secret_value())
+    if not embedded:
+        raise ConflictError(
+            "secret_key_missing",
+            "AGENTFLOW_SECRET_KEY is not set, so this server cannot encrypt or read secrets",
+            solution="Set AGENTFLOW_SECRET_KEY to the same 32-byte base64 key on every agentflow process.",
+        )
+    path = settings.data_dir / "secret.key"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Write a private temporary file, then link it into place: readers never see a
+        # partial key, and of two processes racing here exactly one key wins.
+        draft = path.with_name(f".secret.key.{os.getpid()}")
+        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            out.write(new_sealing_key())
+        try:
+            os.link(draft, path)
+        except FileExistsError:
+            pass
+        finally:
+            draft.unlink()
+    raw = path.read_bytes()
+    if len(raw) != 32:
+        raise ConflictError(
+            "secret_key_invalid", f"{path} does not hold a 32-byte key", solution="Restore it."
+        )
+    return raw

@@ -271,3 +271,39 @@ async def test_restart_of_a_run_mid_step_starts_the_new_run_at_once(engine: Engi
         "the old run stopped at the step boundary"
     )
     assert new_done.status == "completed"
+
+
+async def test_a_poison_pair_is_recorded_as_an_error_instead_of_blocking_the_log(
+    engine: Engine, monkeypatch: Any
+) -> None:
+    import agentflow.runtime.dispatcher as dispatcher_module
+
+    await engine.publish_workflow(triggered("poisoned", {"topics": ["t"]}))
+    await engine.events.publish([{"topic": "t", "message_id": m} for m in ("ok-1", "bad", "ok-2")])
+    real_admit = dispatcher_module.admit
+
+    async def admit(conn: Any, version: Any, config: Any, event: Any, source: str, now: Any) -> Any:
+        if event.message_id == "bad":  # a bug that only this event triggers
+            raise RuntimeError("boom")
+        return await real_admit(conn, version, config, event, source, now)
+
+    monkeypatch.setattr(dispatcher_module, "admit", admit)
+    consumer = Dispatcher(engine.db).consumer()
+    try:
+        await consumer.consume_batch()
+    except RuntimeError:
+        pass
+    else:
+        raise AssertionError("the first delivery fails as a whole")
+    assert await decisions(engine) == [], "nothing of the failed batch was applied"
+    assert await consumer.consume_batch() == 3, "the batch is delivered again"
+    got = await engine.db.pool.fetch(
+        "SELECT event_message_id, decision, reason FROM dispatch_decisions ORDER BY id"
+    )
+    assert [(r["event_message_id"], r["decision"]) for r in got] == [
+        ("ok-1", "started"),
+        ("bad", "error"),
+        ("ok-2", "started"),
+    ]
+    assert got[1]["reason"] == {"error": "RuntimeError", "message": "boom"}
+    assert await consumer.consume_batch() == 0, "the cursor moved past the poison event"

@@ -168,7 +168,31 @@ async def test_prune_keeps_what_a_consumer_still_needs(engine: Engine) -> None:
 
     consumer = engine.events.consumer("pruner-test", nothing, batch_size=4)
     await consumer.consume_batch()  # 4 of 6 consumed
-    assert await engine.events.prune(older_than_seconds=86400) == 4
+    assert await engine.events.prune(older_than_seconds=86400) == (4, 0)
     remaining = await engine.db.pool.fetch("SELECT message_id FROM events ORDER BY seq")
     assert [r["message_id"] for r in remaining] == ["o4", "o5"]
-    assert await engine.events.prune(older_than_seconds=86400) == 0
+    assert await engine.events.prune(older_than_seconds=86400) == (0, 0)
+
+
+async def test_prune_drops_old_decisions_but_not_pending_ones(engine: Engine) -> None:
+    workflow = await engine.publish_workflow(
+        {"name": "w", "kind": "structured", "nodes": [{"id": "f", "type": "finish"}]}
+    )
+    rows = [("done", "started", None), ("gate", "gate_pending", None), ("window", "debounced", None)]
+    for message_id, decision, run_id in rows:
+        await engine.db.pool.execute(
+            "INSERT INTO dispatch_decisions (workspace_id, workflow_id, event_topic, event_message_id, decision,"
+            " run_id, created_at) VALUES ($1, $2, 't', $3, $4, $5, now() - interval '2 days')",
+            workflow.workflow.workspace_id, workflow.workflow.id, message_id, decision, run_id,
+        )  # fmt: skip
+    await engine.db.pool.execute(
+        "INSERT INTO dispatch_decisions (workspace_id, workflow_id, event_topic, event_message_id, decision)"
+        " VALUES ($1, $2, 't', 'fresh', 'not_matched')",
+        workflow.workflow.workspace_id,
+        workflow.workflow.id,
+    )
+    assert await engine.events.prune(older_than_seconds=86400) == (0, 1)
+    left = await engine.db.pool.fetch(
+        "SELECT event_message_id FROM dispatch_decisions ORDER BY event_message_id"
+    )
+    assert [r["event_message_id"] for r in left] == ["fresh", "gate", "window"]

@@ -157,13 +157,15 @@ def test_trigger_config_errors_point_into_the_trigger() -> None:
         structured(
             {"id": "a", "type": "finish"},
             trigger={
-                "topics": [],
+                "topics": [""],
                 "conditions": {"all": [{"path": "data.x", "op": "frobnicate", "value": 1}]},
+                "debounce": {"seconds": 10, "key": "a..b"},
             },
         )
     )
     by_path = {e["path"]: e["message"] for e in errors}
     assert "trigger.topics" in by_path
+    assert "invalid path" in by_path["trigger.debounce.key"], by_path
     assert "conditions.all[0].op" in by_path["trigger.conditions"], by_path
     ok = validate_config(structured({"id": "a", "type": "finish"}, trigger={"topics": ["email.*"]}))
     assert (

@@ -11,11 +11,12 @@ from typing import Annotated
 from uuid import UUID
 
 from fastapi import Depends, Header, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from agentflow.api.errors import ApiError
 from agentflow.api.schemas import MAX_VERSION
 from agentflow.core.definitions import NAME_PATTERN
-from agentflow.core.errors import NotFoundError
+from agentflow.core.errors import AuthError, ForbiddenError, NotFoundError
 from agentflow.engine import DEFAULT_WORKSPACE, Engine
 
 WORKSPACE_HEADER = "X-Agentflow-Workspace"
@@ -29,30 +30,63 @@ def get_engine(request: Request) -> Engine:
     return engine
 
 
-def get_workspace(
+_BEARER = HTTPBearer(
+    auto_error=False,
+    description="A workspace API key (afk_...): `Authorization: Bearer <key>`. Required when the server"
+    " runs with AGENTFLOW_API_AUTH=required; otherwise it selects the key's workspace.",
+)
+
+
+async def get_workspace(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)],
     workspace: Annotated[
         str | None,
         Header(
             alias=WORKSPACE_HEADER,
-            description="The workspace (tenant) to act in; the default workspace when absent.",
+            description="The workspace (tenant) to act in; the default workspace when absent."
+            " With an API key, it must be the key's workspace (or absent).",
         ),
     ] = None,
 ) -> UUID:
-    """The workspace of the request, from the ``X-Agentflow-Workspace`` header.
+    """The workspace of the request: the API key's, else the ``X-Agentflow-Workspace`` header's.
 
     Raises:
+        AuthError: 401 ``unauthorized`` for a bad key, or no key when the server requires one.
+        ForbiddenError: 403 ``workspace_mismatch`` when the header names another workspace.
         ApiError: 400 ``invalid_workspace`` when the header is not a UUID.
     """
-    if workspace is None:
-        return DEFAULT_WORKSPACE
-    if not _UUID.fullmatch(workspace.strip()):
+    named = _workspace_header(workspace)
+    if credentials is not None or "authorization" in request.headers:
+        token = credentials.credentials if credentials is not None else ""
+        key_workspace = await get_engine(request).keys.authenticate(token, "api")
+        if named is not None and named != key_workspace:
+            raise ForbiddenError(
+                "workspace_mismatch",
+                f"the API key belongs to another workspace than {WORKSPACE_HEADER} names",
+                solution=f"Omit {WORKSPACE_HEADER}, or use a key of that workspace.",
+            )
+        return key_workspace
+    if request.app.state.auth == "required":
+        raise AuthError(
+            "unauthorized",
+            "this server requires a workspace API key",
+            solution="Send 'Authorization: Bearer afk_...' (create a key with 'agentflow keys create').",
+        )
+    return DEFAULT_WORKSPACE if named is None else named
+
+
+def _workspace_header(value: str | None) -> UUID | None:
+    if value is None:
+        return None
+    if not _UUID.fullmatch(value.strip()):
         raise ApiError(
             400,
             "invalid_workspace",
             f"the {WORKSPACE_HEADER} header must be a workspace id (a UUID)",
             solution=f"Send a UUID in {WORKSPACE_HEADER}, or omit it for the default workspace.",
         )
-    return UUID(workspace.strip())
+    return UUID(value.strip())
 
 
 EngineDep = Annotated[Engine, Depends(get_engine)]

@@ -85,6 +85,11 @@ class StartRun(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     payload: Any = Field(default=None, description="The run's input (``{{ payload.x }}`` in templates).")
+    state: dict[str, Any] | None = Field(
+        default=None,
+        description="Starting values of the run's variables (``{{ state.x }}``), checked against the"
+        " workflow's ``state_definition``; variables not given take their defaults.",
+    )
     version: int | None = Field(default=None, ge=1, le=MAX_VERSION, description="Pin a version.")
     enrollment_key: str | None = Field(
         default=None, min_length=1, max_length=500, description="At most one active run per key."
@@ -102,7 +107,11 @@ class Run(_Out):
     status_reason: str | None
     enrollment_key: str | None
     input: Any
-    state: dict[str, Any]
+    state: dict[str, Any] = Field(
+        description="Where the run is (``node``: the next node) and its variables (``vars``), when the"
+        " workflow declares a ``state_definition``.",
+        examples=[{"node": "notify", "vars": {"attempts": 1, "approved": True}}],
+    )
     output: Any
     error: dict[str, Any] | None
     step_seq: int
@@ -123,6 +132,11 @@ class Run(_Out):
     updated_at: datetime
     completed_at: datetime | None
     canceled_at: datetime | None
+    trigger: dict[str, Any] | None = Field(
+        default=None,
+        description="What started the run: `source` (event, public, private, schedule) and the"
+        " `event` (with `debounced.events` when a debounce window started it); null for manual runs.",
+    )
 
 
 class Step(_Out):
@@ -175,10 +189,15 @@ def _error(description: str) -> dict[str, Any]:
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     400: _error("Malformed request: `invalid_json`, `too_deep`, `unstorable_text`, `invalid_workspace`..."),
+    401: _error("`unauthorized`: a missing, malformed or revoked key (or a bad webhook signature)"),
+    403: _error("`workspace_mismatch`: the API key belongs to another workspace"),
     404: _error("Unknown (or malformed) id in this workspace"),
     413: _error("`body_too_large`: the body is over 1 MiB"),
     415: _error("`unsupported_media_type`: the body is not JSON"),
-    422: _error("`invalid_request` (or `config_invalid`): `details.errors` lists each path"),
+    422: _error(
+        "`invalid_request`, `config_invalid`, `payload_invalid` or `state_invalid`:"
+        " `details.errors` lists each path"
+    ),
     500: _error("`internal_error`: a bug; the details are in the server log"),
     503: _error("`database_unavailable`: retry after the `Retry-After` seconds"),
 }

@@ -6,7 +6,7 @@ import logging
 
 import typer
 
-from agentflow.cli import bench, db, demo, events, runs, serve, worker, workflows
+from agentflow.cli import bench, db, demo, events, keys, runs, serve, tasks, triggers, worker, workflows
 
 app = typer.Typer(
     name="agentflow",
@@ -18,6 +18,9 @@ app.add_typer(db.app, name="db")
 app.add_typer(workflows.app, name="workflows")
 app.add_typer(runs.app, name="runs")
 app.add_typer(events.app, name="events")
+app.add_typer(tasks.app, name="tasks")
+app.add_typer(keys.app, name="keys")
+app.add_typer(triggers.app, name="triggers")
 app.command("worker")(worker.worker)
 app.command("serve")(serve.serve)
 app.command("bench")(bench.bench)

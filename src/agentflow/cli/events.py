@@ -39,12 +39,18 @@ def publish(
 def account(
     account_id: str = typer.Argument(..., help="The account."),
     hours: float = typer.Option(2.0, help="How far back to look."),
+    source: list[str] = typer.Option(
+        [], "--source", "-s", help="Only these sources (email, ticket, note, meeting, ...); repeatable."
+    ),
 ) -> None:
     """What happened for an account recently, newest first."""
 
     async def go(engine: Engine) -> None:
         table = Table("published", "topic", "message id", "data")
-        for e in await engine.events.for_account(account_id, since_seconds=hours * 3600):
+        found = await engine.events.for_account(
+            account_id, since_seconds=hours * 3600, sources=source or None
+        )
+        for e in found:
             table.add_row(f"{e.published_at:%Y-%m-%d %H:%M:%S}", e.topic, e.message_id, short(e.data, 60))
         console.print(table)
 
@@ -68,9 +74,10 @@ def lag(consumer: str = typer.Argument(..., help="The consumer's name.")) -> Non
 def prune(
     older_than_hours: float = typer.Option(168.0, "--older-than-hours", help="Age of events to delete."),
 ) -> None:
-    """Delete old events that every consumer has processed."""
+    """Delete old events that every consumer has processed, and old dispatch decisions."""
 
     async def go(engine: Engine) -> None:
-        console.print(f"deleted {await engine.events.prune(older_than_hours * 3600)} event(s)")
+        events, decisions = await engine.events.prune(older_than_hours * 3600)
+        console.print(f"deleted {events} event(s) and {decisions} dispatch decision(s)")
 
     run_with_engine(go)

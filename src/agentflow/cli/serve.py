@@ -10,7 +10,7 @@ import signal
 import typer
 import uvicorn
 
-from agentflow.api.app import create_app
+from agentflow.api.app import create_app, resolve_auth
 from agentflow.api.server import ApiServer
 from agentflow.cli.common import IMPORTS_OPTION, console, err_console, fail, settings_with
 from agentflow.core.errors import AgentflowError
@@ -67,7 +67,11 @@ async def run_server(
     """
     async with Engine.open(settings) as engine:
         config = uvicorn.Config(
-            create_app(engine), host=host, port=port, lifespan="off", timeout_graceful_shutdown=30
+            create_app(engine, auth=resolve_auth(settings.api_auth, host)),
+            host=host,
+            port=port,
+            lifespan="off",
+            timeout_graceful_shutdown=30,
         )
         server = ApiServer(config)
         stop = asyncio.Event()

@@ -16,7 +16,9 @@ from agentflow.core.node_specs import NODE_SPECS, NodeSpec
 from agentflow.core.payload_format import FieldSpec, normalise
 from agentflow.core.retry import RetryPolicy
 from agentflow.core.schedules import CronSchedule
-from agentflow.core.triggers import Trigger
+from agentflow.core.sources import SOURCE_PATTERN
+from agentflow.core.state_definition import MAX_VARIABLES, StateVariable, check_definition
+from agentflow.core.triggers import Gate, Trigger
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\- ]{0,99}$"
 
@@ -34,6 +36,8 @@ class WorkflowBase(BaseModel):
         payload_format: the fields a run's input must have (checked when a run is started by
             hand: ``start_run``, the API, the CLI).
         schedule: a cron schedule that starts runs (see ``agentflow.core.schedules``).
+        state_definition: the run's variables (``{{ state.x }}``), with types and defaults
+            (see ``agentflow.core.state_definition``).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -45,11 +49,17 @@ class WorkflowBase(BaseModel):
     trigger: Trigger | None = None
     payload_format: dict[str, FieldSpec] | None = Field(default=None, max_length=200)
     schedule: CronSchedule | None = None
+    state_definition: dict[str, StateVariable] | None = Field(default=None, max_length=MAX_VARIABLES)
 
-    @field_validator("payload_format", mode="before")
+    @field_validator("payload_format", "state_definition", mode="before")
     @classmethod
-    def _payload_format(cls, value: Any) -> Any:
+    def _legacy_fields(cls, value: Any) -> Any:
         return normalise(value)
+
+    @field_validator("state_definition")
+    @classmethod
+    def _state_definition(cls, value: dict[str, StateVariable] | None) -> dict[str, StateVariable] | None:
+        return check_definition(value)
 
     @field_validator("timeout", mode="before")
     @classmethod
@@ -58,10 +68,11 @@ class WorkflowBase(BaseModel):
 
 
 class Source(BaseModel):
-    """An event source an agent workflow listens to, such as ``{"type": "email"}``."""
+    """An event source an agent workflow listens to, such as ``{"type": "email"}``: the
+    events whose topic starts with ``email.`` (see ``agentflow.core.sources``)."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
-    type: str = Field(min_length=1, max_length=100)
+    type: str = Field(pattern=SOURCE_PATTERN)
 
 
 class Action(BaseModel):
@@ -80,6 +91,7 @@ class AgentConfig(WorkflowBase):
         sources: event sources that can start the workflow.
         actions: which built-in actions the model may take, e.g. ``create_tasks``.
         tools: extra registered tool names the model may call.
+        gate: ask a model whether each matching event should start a run (see ``Gate``).
     """
 
     kind: Literal["agent"] = "agent"
@@ -88,6 +100,7 @@ class AgentConfig(WorkflowBase):
     sources: list[Source] = Field(default_factory=list)
     actions: dict[str, Action] = Field(default_factory=dict)
     tools: list[str] = Field(default_factory=list)
+    gate: Gate | None = None
 
 
 class StructuredConfig(WorkflowBase):
@@ -175,6 +188,7 @@ def validate_config(data: Any, source: str = "config") -> AgentConfig | Structur
         raise _invalid(source, errors)
     if isinstance(config, StructuredConfig):
         _check_graph(config, errors)
+        _check_saves(config, errors)
         if errors:
             raise _invalid(source, errors)
     return config
@@ -221,6 +235,16 @@ def _check_graph(config: StructuredConfig, errors: list[dict[str, str]]) -> None
             return
         visited.append(cursor)
         cursor = config.next_id(config.node(cursor))
+
+
+def _check_saves(config: StructuredConfig, errors: list[dict[str, str]]) -> None:
+    declared = config.state_definition or {}
+    for index, node in enumerate(config.nodes):
+        for name in node.save_to_state or {}:
+            if name not in declared:
+                where = "in state_definition" if declared else "(the workflow has no state_definition)"
+                path = f"nodes[{index}].save_to_state.{name}"
+                errors.append({"path": path, "message": f"{name!r} is not declared {where}"})
 
 
 def _pydantic_errors(exc: ValidationError, prefix: str) -> list[dict[str, str]]:

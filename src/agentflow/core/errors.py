@@ -74,6 +74,18 @@ class ConflictError(AgentflowError):
     status_code = 409
 
 
+class AuthError(AgentflowError):
+    """The request carries no valid credentials (a key, a signature)."""
+
+    status_code = 401
+
+
+class ForbiddenError(AgentflowError):
+    """The credentials are valid but do not allow this request."""
+
+    status_code = 403
+
+
 class StepFailure(Exception):
     """Raise from a tool to fail the current attempt with a structured error.
 

@@ -1,8 +1,12 @@
-"""Time-ordered identifiers (UUID version 7, RFC 9562) for messages without an id."""
+"""Identifiers: the default workspace, and time-ordered ids (UUID version 7, RFC 9562) for
+messages without an id."""
 
 from __future__ import annotations
 
 from uuid import UUID
+
+DEFAULT_WORKSPACE = UUID("00000000-0000-0000-0000-000000000001")
+"""The workspace every installation starts with (created by the first migration)."""
 
 
 def uuid7(unix_ms: int, random_bytes: bytes) -> UUID:

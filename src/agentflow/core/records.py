@@ -79,6 +79,7 @@ class RunRecord(_FromRow):
     updated_at: datetime
     completed_at: datetime | None
     canceled_at: datetime | None
+    trigger: dict[str, Any] | None = None  # what started it: source, event(s); see docs/triggers.md
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", RunStatus(self.status))

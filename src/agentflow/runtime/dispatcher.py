@@ -1,10 +1,10 @@
 """The dispatcher: consumes the event log and starts the right runs, once (G3).
 
-For every event and every enabled, non-draft workflow whose trigger lists its topic, the
-dispatcher checks the conditions, computes the enrollment key, and either starts a run or
-delivers the event to the key's active run; each decision is recorded with its reason. It
-all happens in the consumer's transaction, with the cursor: a crash redelivers the batch
-and nothing of it is half-applied.
+For every event and every enabled, non-draft workflow whose trigger lists its topic (or, for
+an agent workflow, whose sources include it), the dispatcher admits the event (conditions,
+gate, debounce, then start or enroll; see ``admission``) and records the decision with its
+reason. It all happens in the consumer's transaction, with the cursor: a crash redelivers
+the batch and nothing of it is half-applied.
 """
 
 from __future__ import annotations
@@ -12,17 +12,14 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
-from agentflow.core import planner
-from agentflow.core.definitions import AgentConfig, StructuredConfig
-from agentflow.core.errors import StepFailure
 from agentflow.core.events import Event
 from agentflow.core.records import VersionRecord
-from agentflow.core.triggers import conditions_hold, enrollment_key, event_document
-from agentflow.runtime import metrics
+from agentflow.core.sources import topic_matches
+from agentflow.runtime.admission import Decision, admit, record, topics_of
 from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.consumer import EventConsumer
 from agentflow.store import dispatch
-from agentflow.store.database import Connection, Database
+from agentflow.store.database import Connection, Database, unavailable
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +32,9 @@ class Dispatcher:
     def __init__(self, db: Database) -> None:
         self.db = db
         self._configs = ConfigCache(db.pool)
+        # After a batch failed, the next one is decided pair by pair in savepoints, so one
+        # poison (event, workflow) pair is recorded as an error instead of blocking the log.
+        self._careful = False
 
     def consumer(self, *, batch_size: int = 200, poll_interval: float = 1.0) -> EventConsumer:
         """The event consumer that feeds this dispatcher."""
@@ -43,57 +43,44 @@ class Dispatcher:
         )
 
     async def handle(self, conn: Connection, batch: list[Event]) -> None:
-        """Decide every (event, listening workflow) pair of the batch."""
-        listening = [(v, self._configs.parse(v)) for v in await dispatch.listening_workflows(conn)]
-        now = datetime.now(UTC)
-        for event in batch:
-            candidates = [
-                (v, c)
-                for v, c in listening
-                if v.workspace_id == event.workspace_id
-                and c.trigger is not None
-                and c.trigger.matches_topic(event.topic)
-            ]
-            if not candidates:
-                continue
-            done = await dispatch.decided(conn, event.workspace_id, event.topic, [event.message_id])
-            for version, config in candidates:
-                if (version.workflow_id, event.message_id) not in done:
-                    await self._decide(conn, version, config, event, now)
+        """Decide every (event, listening workflow) pair of the batch; record the decisions in
+        one statement at the end.
 
-    async def _decide(
-        self,
-        conn: Connection,
-        version: VersionRecord,
-        config: AgentConfig | StructuredConfig,
-        event: Event,
-        now: datetime,
-    ) -> None:
-        assert config.trigger is not None
-        doc = event_document(event)
-        matched, why = conditions_hold(config.trigger, event, now)
-        decision, key, run_id, reason = "not_matched", None, None, why
-        if matched:
-            agent_type = config.type if isinstance(config, AgentConfig) else None
+        Raises:
+            Exception: whatever failed (the consumer rolls the batch back and delivers it
+                again; that delivery is decided pair by pair, see ``_careful``).
+        """
+        careful, self._careful = self._careful, True
+        listening = []
+        for version in await dispatch.listening_workflows(conn):
+            config = self._configs.parse(version)
+            listening.append((version, config, topics_of(config)))
+        pairs = [
+            (event, version, config)
+            for event in batch
+            for version, config, topics in listening
+            if version.workspace_id == event.workspace_id and topic_matches(topics, event.topic)
+        ]
+        if not pairs:
+            self._careful = False
+            return
+        done = await dispatch.decided(conn, [(e.workspace_id, e.topic, e.message_id) for e in batch])
+        now = datetime.now(UTC)
+        decided: list[tuple[VersionRecord, Event, Decision]] = []
+        for event, version, config in pairs:
+            if (event.workspace_id, version.workflow_id, event.topic, event.message_id) in done:
+                continue
+            if not careful:
+                decided.append((version, event, await admit(conn, version, config, event, "event", now)))
+                continue
             try:
-                key = enrollment_key(config.trigger, agent_type, event)
-            except StepFailure as failure:
-                decision, reason = "key_error", failure.info.to_json()
-            else:
-                if isinstance(config, StructuredConfig):
-                    outcome = await dispatch.start_or_enroll(
-                        conn, version.workspace_id, version.workflow_id, version.version, key,
-                        config.trigger.enrollment.reuse, config.trigger.mode, event.data,
-                        planner.initial_state(config), doc,
-                    )  # fmt: skip
-                    decision, run_id = outcome.decision, outcome.run_id
-                    if outcome.replaced is not None:
-                        reason = {"conditions": why, "canceled_run": str(outcome.replaced)}
-                    if decision in ("started", "restarted"):
-                        metrics.RUNS_STARTED.inc()
-                else:
-                    decision = "not_runnable"
-                    reason = {"conditions": why, "note": "agent workflows cannot run in this version yet"}
-        await dispatch.record(
-            conn, version.workspace_id, version.workflow_id, doc, decision, key, run_id, reason
-        )
+                async with conn.transaction():  # a savepoint
+                    decision = await admit(conn, version, config, event, "event", now)
+            except Exception as exc:
+                if unavailable(exc):
+                    raise
+                logger.exception("dispatch of %s %s failed", event.topic, event.message_id)
+                decision = Decision("error", reason={"error": type(exc).__name__, "message": str(exc)[:1000]})
+            decided.append((version, event, decision))
+        await record(conn, decided)
+        self._careful = False

@@ -1,4 +1,5 @@
-"""The scheduler: starts runs of workflows that declare a cron ``schedule``.
+"""The scheduler: starts runs of workflows that declare a cron ``schedule``, and closes
+debounce windows whose time has come (the same time loop).
 
 Each tick claims due schedule rows (``FOR UPDATE SKIP LOCKED``, so any number of workers may
 run it), plans what to start with the schedule's catch-up policy on the database clock, and
@@ -12,15 +13,14 @@ import asyncio
 import contextlib
 import logging
 
-import asyncpg
-
 from agentflow.core import planner
 from agentflow.core.definitions import StructuredConfig
 from agentflow.core.schedules import next_fire, plan_catch_up
 from agentflow.runtime import metrics
 from agentflow.runtime.configs import ConfigCache
-from agentflow.store import schedules
-from agentflow.store.database import Database
+from agentflow.runtime.debouncer import close_windows
+from agentflow.store import debounce, schedules
+from agentflow.store.database import UNAVAILABLE_ERRORS, Database, unavailable
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +66,8 @@ class Scheduler:
                         metrics.RUNS_STARTED.inc()
                 following = next_fire(config.schedule, now)
                 await schedules.advance(conn, row.workspace_id, row.workflow_id, plan.cursor, following)
+        async with self.db.pool.acquire() as conn, conn.transaction():
+            await close_windows(conn, self._configs, self.batch_size)
         return started
 
     async def run(self) -> None:
@@ -75,10 +77,15 @@ class Scheduler:
             try:
                 await self.tick()
                 async with self.db.pool.acquire() as conn:
-                    due = await schedules.seconds_to_next(conn)
-                if due is not None:
-                    delay = min(delay, max(due, 0.0))
-            except (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError) as exc:
+                    dues = [await schedules.seconds_to_next(conn), await debounce.seconds_to_next(conn)]
+                for due in dues:
+                    if due is not None:
+                        delay = min(delay, max(due, 0.0))
+            except UNAVAILABLE_ERRORS as exc:
+                if not unavailable(exc):
+                    raise
+                # Down or restarting ("the database system is starting up" too): wait a
+                # poll interval and tick again; each transaction of a tick is whole or absent.
                 logger.warning("scheduler: %s; retrying", exc)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), delay)

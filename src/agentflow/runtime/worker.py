@@ -15,14 +15,13 @@ import os
 import socket
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 from uuid import UUID
 
-import asyncpg
-
 from agentflow.core.definitions import StructuredConfig
 from agentflow.core.errors import ErrorInfo
+from agentflow.core.inbox import EMPTY
 from agentflow.core.planner import Transition
 from agentflow.core.records import RunRecord
 from agentflow.core.statuses import RunStatus
@@ -33,22 +32,17 @@ from agentflow.runtime import metrics, step
 from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.dispatcher import Dispatcher
 from agentflow.runtime.failpoints import failpoint
+from agentflow.runtime.gatekeeper import EventGate, Gatekeeper
 from agentflow.runtime.scheduler import Scheduler
 from agentflow.settings import Settings
-from agentflow.store import reads, runs
-from agentflow.store.database import Database
+from agentflow.store import inbox, reads, runs
+from agentflow.store.database import UNAVAILABLE_ERRORS, Database, unavailable
 
 logger = logging.getLogger(__name__)
 
-# Errors that mean "the database is unreachable or restarting": worth retrying.
-_DB_ERRORS = (
-    OSError,
-    TimeoutError,
-    asyncpg.PostgresConnectionError,
-    asyncpg.OperatorInterventionError,
-    asyncpg.ConnectionDoesNotExistError,
-    asyncpg.QueryCanceledError,
-)
+# Errors that may mean "the database is unreachable or restarting": worth retrying
+# (``unavailable`` tells them from bugs).
+_DB_ERRORS = UNAVAILABLE_ERRORS
 
 
 class Companion(Protocol):
@@ -79,8 +73,11 @@ class Worker:
         tools: the tool registry (default: every ``@agentflow.tool``).
         concurrency: overrides ``settings.worker_concurrency``.
         name: the lease owner name; unique per worker (default host:pid:random).
-        dispatch: also run the dispatcher (events -> runs) and the scheduler (cron -> runs);
-            any number of workers may, each batch or due schedule is handled by one of them.
+        dispatch: also run the dispatcher (events -> runs), the scheduler (cron and debounce
+            windows -> runs) and the gatekeeper (gated events -> runs); any number of workers
+            may, each batch, due schedule, window or gate request is handled by one of them.
+        gate: the event gate the gatekeeper asks (default: none; gated events then follow
+            their workflow's ``gate.on_error``).
     """
 
     def __init__(
@@ -92,6 +89,7 @@ class Worker:
         concurrency: int | None = None,
         name: str | None = None,
         dispatch: bool = True,
+        gate: EventGate | None = None,
     ) -> None:
         self.db = db
         self.settings = settings
@@ -114,6 +112,7 @@ class Worker:
             [
                 Dispatcher(db).consumer(poll_interval=settings.poll_interval),
                 Scheduler(db, poll_interval=settings.poll_interval),
+                Gatekeeper(db, gate, owner=self.name, poll_interval=settings.poll_interval),
             ]
             if dispatch
             else []
@@ -130,10 +129,11 @@ class Worker:
 
     async def run(self) -> None:
         """Work until ``stop()``; then wait for in-flight steps and release their runs."""
-        listener = await self._listen()
+        listener = await self.db.listen(lambda _payload: self._wake.set())
         heartbeat = asyncio.create_task(self._heartbeat_loop(), name="agentflow-heartbeat")
         companions = [
-            asyncio.create_task(c.run(), name=f"agentflow-{type(c).__name__}") for c in self._companions
+            asyncio.create_task(self._keep_running(c), name=f"agentflow-{type(c).__name__}")
+            for c in self._companions
         ]
         try:
             await self._claim_loop()
@@ -146,16 +146,25 @@ class Worker:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
-            if listener is not None:
-                with contextlib.suppress(*_DB_ERRORS):
-                    await listener.close()
+            await listener.close()
 
-    async def _listen(self) -> asyncpg.Connection | None:
-        try:
-            return await self.db.listen(lambda _payload: self._wake.set())
-        except _DB_ERRORS as exc:  # polling still works; NOTIFY only wakes early
-            logger.warning("LISTEN failed (%s); relying on polling", exc)
-            return None
+    async def _keep_running(self, companion: Companion) -> None:
+        """Run a companion; if it fails, log why and start it again after a pause.
+
+        Companions wait out database outages themselves; this is the net under anything
+        else, so that events and schedules are never left silently unhandled by a worker
+        that still claims runs.
+        """
+        pause = 1.0
+        while not self._stopping.is_set():
+            try:
+                await companion.run()
+                return
+            except Exception:
+                logger.exception("%s failed; restarting it in %.0fs", type(companion).__name__, pause)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), pause)
+            pause = min(pause * 2, 30.0)
 
     async def _claim_loop(self) -> None:
         backoff = 0.0
@@ -180,6 +189,8 @@ class Worker:
                 delay = await self._sleep_for(free > 0 and not claimed)
                 backoff = 0.0
             except _DB_ERRORS as exc:
+                if not unavailable(exc):
+                    raise
                 backoff = min(max(backoff * 2, 0.1), 5 * self.settings.poll_interval)
                 logger.warning("claim failed (%s); retrying in %.1fs", exc, backoff)
                 delay = backoff
@@ -211,7 +222,9 @@ class Worker:
             older.step.cancel()  # our own lapsed claim: its result would be fenced off anyway
         held = _Held(run.workspace_id, run.id, run.fencing_token)
         self._held[run.id] = held
-        held.task = asyncio.create_task(self._drive(run, held), name=f"agentflow-run-{run.id}")
+        held.task = asyncio.create_task(
+            self._drive(run, held, item.inbox_seq), name=f"agentflow-run-{run.id}"
+        )
         self._drivers.add(held.task)
         held.task.add_done_callback(functools.partial(self._forget, held))
 
@@ -221,7 +234,7 @@ class Worker:
             del self._held[held.run_id]
         self._wake.set()  # a slot is free
 
-    async def _drive(self, run: RunRecord, held: _Held) -> None:
+    async def _drive(self, run: RunRecord, held: _Held, inbox_seq: int) -> None:
         token = run.fencing_token
         try:
             config = await self._configs.get(run.workspace_id, run.workflow_id, run.workflow_version)
@@ -229,7 +242,10 @@ class Worker:
                 await self._fail_unrunnable(run, token)
                 return
             outputs = await reads.step_outputs(self.db.pool, run.workspace_id, run.id) if run.step_seq else {}
-            cursor = step.Cursor.of(run, outputs)
+            # The inbox is read here and after a checkpoint that counts new deliveries, never
+            # before every step: a step costs its checkpoint statement and nothing more.
+            pending = await inbox.load(self.db.pool, run.workspace_id, run.id) if inbox_seq else EMPTY
+            cursor = step.Cursor.of(run, outputs, pending)
             while True:
                 failpoint("before_step")
                 held.step = asyncio.ensure_future(step.execute(config, run, cursor, self._env, token))
@@ -238,28 +254,54 @@ class Worker:
                 finally:
                     held.step = None
                 failpoint("after_step")
-                if not await self._checkpoint(run, token, outcome):
+                done = await self._checkpoint(run, token, outcome)
+                if done is None:
                     return
                 cursor = cursor.after(outcome)
                 if self._stopping.is_set():
                     with contextlib.suppress(*_DB_ERRORS):
                         await runs.release(self.db.pool, run.workspace_id, run.id, token, self.name)
                     return
+                if done.inbox_seq > cursor.inbox.seen:  # deliveries arrived during the step
+                    fresh = await inbox.load(self.db.pool, run.workspace_id, run.id)
+                    cursor = replace(cursor, inbox=fresh)
         except asyncio.CancelledError:
             logger.info("run %s: lease lost during its step; result discarded", run.id)
-        except _DB_ERRORS as exc:
-            # The checkpoint may or may not have committed; either way the fence keeps the
-            # run consistent. Hand it back so a worker continues from what is stored.
-            logger.warning("run %s: database error (%s); releasing", run.id, exc)
-            with contextlib.suppress(*_DB_ERRORS):
-                await runs.release(self.db.pool, run.workspace_id, run.id, token, self.name)
-        except Exception:
-            # Not released on purpose: the lease expires and the rescue limit bounds a run
-            # that fails this way every time (it ends failed with worker_lost).
-            logger.exception("run %s: unexpected worker error; its lease will expire", run.id)
+        except Exception as exc:
+            if unavailable(exc):
+                # The checkpoint may or may not have committed; either way the fence keeps
+                # the run consistent. Hand it back so a worker continues from what is stored.
+                logger.warning("run %s: database error (%s); releasing", run.id, exc)
+                await self._release_after_outage(run, token)
+            else:
+                # Not released on purpose: the lease expires and the rescue limit bounds a
+                # run that fails this way every time (it ends failed with worker_lost).
+                logger.exception("run %s: unexpected worker error; its lease will expire", run.id)
 
-    async def _checkpoint(self, run: RunRecord, token: int, outcome: step.StepOutcome) -> bool:
-        """Write the outcome; return True when the run still has immediate work here."""
+    async def _release_after_outage(self, run: RunRecord, token: int) -> None:
+        """Release a run whose step met a database outage, retrying while our lease may hold.
+
+        A release that waits out a short outage makes the run due at once, without costing
+        it a rescue (``max_rescues`` counts lost workers, not database restarts). After one
+        lease TTL it gives up: the claim then rescues the run. The local clock only bounds
+        the retries; the fenced release decides (a stale token or owner changes nothing).
+        """
+        deadline = time.monotonic() + self.settings.lease_ttl
+        pause = 0.1
+        while True:
+            try:
+                await runs.release(self.db.pool, run.workspace_id, run.id, token, self.name)
+                return
+            except Exception as exc:
+                if not unavailable(exc) or time.monotonic() + pause > deadline:
+                    return
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 1.0)
+
+    async def _checkpoint(
+        self, run: RunRecord, token: int, outcome: step.StepOutcome
+    ) -> runs.Checkpointed | None:
+        """Write the outcome; return the checkpoint when the run still has immediate work here."""
         failpoint("before_checkpoint")
         done = await runs.checkpoint(
             self.db.pool, run.workspace_id, run.id, token, self.name,
@@ -269,13 +311,13 @@ class Worker:
         if done is None:
             metrics.FENCED.inc()
             logger.warning("run %s: lease lost; checkpoint of step %s discarded", run.id, outcome.step.seq)
-            return False
+            return None
         metrics.STEPS.labels(outcome.step.status).inc()
         status = RunStatus(done.status)
         if done.cancel_requested and not status.is_terminal:
             if await runs.finish_cancel(self.db.pool, run.workspace_id, run.id, token, self.name):
                 metrics.RUNS_TERMINAL.labels("canceled").inc()
-            return False
+            return None
         if status.is_terminal:
             metrics.RUNS_TERMINAL.labels(status.value).inc()
         if status == RunStatus.WAITING and done.due_in is not None:
@@ -283,7 +325,7 @@ class Worker:
             if due < self._planned_wake:
                 self._planned_wake = due
                 self._wake.set()
-        return status == RunStatus.IN_PROGRESS
+        return done if status == RunStatus.IN_PROGRESS else None
 
     async def _fail_unrunnable(self, run: RunRecord, token: int) -> None:
         error = ErrorInfo(

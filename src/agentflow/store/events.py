@@ -49,10 +49,13 @@ SELECT ins.*, true AS created, pg_notify('{EVENTS_CHANNEL}', '') IS NULL AS noti
 """
 
 
-async def publish(pool: asyncpg.Pool, workspace_id: UUID, events: Sequence[NewEvent]) -> list[Publication]:
+async def publish(
+    pool: asyncpg.Pool | Connection, workspace_id: UUID, events: Sequence[NewEvent]
+) -> list[Publication]:
     """Store events; an event whose (topic, message_id) exists returns the stored one.
 
     One statement (one commit) for the whole batch; the answer follows the input's order.
+    Given a connection inside a transaction, the events commit with the caller's other writes.
     """
     rows = await pool.fetch(
         _PUBLISH,
@@ -159,16 +162,25 @@ async def prune(pool: asyncpg.Pool, older_than: float) -> int:
 
 
 async def for_account(
-    pool: asyncpg.Pool, workspace_id: UUID, account_id: str, since_seconds: float, limit: int = 500
+    pool: asyncpg.Pool,
+    workspace_id: UUID,
+    account_id: str,
+    since_seconds: float,
+    limit: int = 500,
+    sources: list[str] | None = None,
 ) -> list[Event]:
-    """What happened for an account recently (one indexed query), newest first."""
+    """What happened for an account recently, newest first, optionally from some sources only
+    (a source is a topic's first segment). One query on the account index."""
     rows = await pool.fetch(
         f"SELECT {_COLUMNS} FROM events WHERE workspace_id = $1 AND account_id = $2"
-        " AND published_at >= now() - make_interval(secs => $3) ORDER BY published_at DESC LIMIT $4",
+        " AND published_at >= now() - make_interval(secs => $3)"
+        " AND ($5::text[] IS NULL OR split_part(topic, '.', 1) = ANY($5::text[]))"
+        " ORDER BY published_at DESC LIMIT $4",
         workspace_id,
         account_id,
         since_seconds,
         limit,
+        sources,
     )
     return [_event(r) for r in rows]
 

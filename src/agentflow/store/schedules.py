@@ -84,14 +84,15 @@ async def start_scheduled(
 ) -> UUID:
     """Start one run for one fire time (its payload says when it was due)."""
     run_id: UUID = await conn.fetchval(
-        "INSERT INTO runs (workspace_id, id, workflow_id, workflow_version, status, input, state, due_at)"
-        " VALUES ($1, gen_random_uuid(), $2, $3, 'created', $4, $5, now())"
+        "INSERT INTO runs (workspace_id, id, workflow_id, workflow_version, status, input, state, trigger,"
+        " due_at) VALUES ($1, gen_random_uuid(), $2, $3, 'created', $4, $5, $6, now())"
         f" RETURNING id, pg_notify('{WAKE_CHANNEL}', '') IS NULL",
         workspace_id,
         workflow_id,
         version,
         {"scheduled_at": fire.isoformat()},
         state,
+        {"source": "schedule", "scheduled_at": fire.isoformat()},
     )
     return run_id
 

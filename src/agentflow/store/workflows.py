@@ -12,6 +12,7 @@ import asyncpg
 from agentflow.core.errors import ConflictError
 from agentflow.core.records import VersionRecord, WorkflowRecord
 from agentflow.store import schedules
+from agentflow.store.database import Connection
 
 
 @dataclass(frozen=True)
@@ -158,3 +159,20 @@ async def set_flags(
         enabled,
     )
     return WorkflowRecord.from_row(row) if row else None
+
+
+async def resolve_live(
+    pool: asyncpg.Pool | Connection, workspace_id: UUID, *, workflow_id: UUID | None, name: str | None
+) -> tuple[VersionRecord, bool] | None:
+    """The latest version of the workflow with this id (else name), and whether it is live
+    (enabled and not a draft): what a trigger starts."""
+    row = await pool.fetchrow(
+        "SELECT v.*, (w.enabled AND NOT w.draft) AS live FROM workflows w JOIN workflow_versions v"
+        " ON v.workspace_id = w.workspace_id AND v.workflow_id = w.id AND v.version = w.latest_version"
+        " WHERE w.workspace_id = $1 AND (w.id = $2 OR w.name = $3)"
+        " ORDER BY (w.id = $2) IS TRUE DESC LIMIT 1",
+        workspace_id,
+        workflow_id,
+        name,
+    )
+    return (VersionRecord.from_row(row), bool(row["live"])) if row else None

@@ -81,8 +81,10 @@ CREATE INDEX gate_requests_due ON gate_requests (due_at) WHERE due_at IS NOT NUL
 ALTER TABLE dispatch_decisions DROP CONSTRAINT dispatch_decisions_decision_check;
 ALTER TABLE dispatch_decisions ADD CONSTRAINT dispatch_decisions_decision_check CHECK (decision IN
     ('started', 'enrolled', 'restarted', 'skipped', 'not_matched', 'reuse_rejected', 'not_runnable',
-     'key_error', 'debounced', 'gate_pending', 'gate_declined', 'workflow_disabled'));
+     'key_error', 'debounced', 'gate_pending', 'gate_declined', 'workflow_disabled', 'error'));
 ALTER TABLE dispatch_decisions ADD COLUMN decided_at timestamptz;
+-- The dispatcher's redelivery guard looks decisions up by event, for every workflow at once.
+CREATE INDEX dispatch_decisions_by_event ON dispatch_decisions (workspace_id, event_topic, event_message_id);
 
 -- Task changes publish an event "task:<id>:<revision>" and reach the run that made the task.
 ALTER TABLE tasks ADD COLUMN revision integer NOT NULL DEFAULT 0;

@@ -1,0 +1,167 @@
+"""What an event does at one workflow: conditions, gate, debounce, then start or enroll (G3).
+
+Every way in shares this path: the dispatcher (events from the log), webhook triggers
+(public and private), the gatekeeper (after a gate verdict) and the scheduler (when a
+debounce window closes). Each step runs on the caller's connection, inside its transaction;
+the caller records the decisions it gets (``record``) in that same transaction, so a decision
+and its effects commit together. Recording is left to the caller so that the dispatcher can
+write a whole batch's decisions in one statement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from agentflow.core import planner
+from agentflow.core.definitions import AgentConfig, StructuredConfig
+from agentflow.core.errors import StepFailure
+from agentflow.core.events import Event
+from agentflow.core.records import VersionRecord
+from agentflow.core.sources import source_topics
+from agentflow.core.triggers import Trigger, conditions_hold, debounce_key, enrollment_key, event_document
+from agentflow.runtime import metrics
+from agentflow.store import debounce, dispatch, gates
+from agentflow.store.database import Connection
+
+Config = AgentConfig | StructuredConfig
+_NO_TRIGGER = Trigger()
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What was decided for (event, workflow), and why.
+
+    Attributes:
+        decision: ``started``, ``enrolled``, ``restarted``, ``skipped``, ``debounced``,
+            ``gate_pending``, ``gate_declined``, ``not_matched``, ``reuse_rejected``,
+            ``key_error`` or ``not_runnable``.
+        run_id: the run started, enrolled into or skipped for (None otherwise).
+        key: the enrollment key.
+        reason: JSON explaining it (the conditions' explanation, the canceled run, ...).
+    """
+
+    decision: str
+    run_id: UUID | None = None
+    key: str | None = None
+    reason: Any = None
+
+
+def trigger_of(config: Config) -> Trigger:
+    """The workflow's trigger (the defaults when it declares none)."""
+    return config.trigger or _NO_TRIGGER
+
+
+def topics_of(config: Config) -> list[str]:
+    """Topic patterns that start the workflow: its trigger's, plus an agent's sources."""
+    topics = list(trigger_of(config).topics)
+    if isinstance(config, AgentConfig):
+        topics += source_topics(s.type for s in config.sources)
+    return topics
+
+
+async def admit(
+    conn: Connection, version: VersionRecord, config: Config, event: Event, source: str, now: datetime
+) -> Decision:
+    """Decide what ``event`` does at the workflow of ``version`` and act on it (``record`` it).
+
+    Args:
+        conn: a connection inside the caller's transaction.
+        version: the workflow version runs start on.
+        config: its parsed config.
+        event: the stored event.
+        source: how it arrived (``event``, ``public``, ``private``); kept on the run.
+        now: the time conditions compare dates with.
+    """
+    trigger = trigger_of(config)
+    matched, why = conditions_hold(trigger, event, now)
+    if not matched:
+        return Decision("not_matched", reason={"conditions": why})
+    doc = event_document(event)
+    agent_type = config.type if isinstance(config, AgentConfig) else None
+    try:
+        key = enrollment_key(trigger, agent_type, event)
+    except StepFailure as failure:
+        return Decision("key_error", reason=failure.info.to_json())
+    trigger_doc = {"source": source, "event": doc}
+    if isinstance(config, AgentConfig) and config.gate is not None and config.gate.enabled:
+        await gates.request(
+            conn, version.workspace_id, version.workflow_id, version.version, doc,
+            {**trigger_doc, "enrollment_key": key, "conditions": why},
+        )  # fmt: skip
+        return Decision("gate_pending", key=key, reason={"conditions": why})
+    return await proceed(conn, version, config, doc, trigger_doc, key, {"conditions": why})
+
+
+async def proceed(
+    conn: Connection,
+    version: VersionRecord,
+    config: Config,
+    doc: dict[str, Any],
+    trigger_doc: dict[str, Any],
+    key: str | None,
+    reason: dict[str, Any],
+) -> Decision:
+    """After conditions and the gate: put the event in its debounce window, or start/enroll."""
+    trigger = trigger_of(config)
+    if trigger.debounce is not None:
+        window_key = debounce_key(trigger.debounce, doc["data"], key)
+        if window_key is not None:
+            max_wait = trigger.debounce.max_wait
+            window = await debounce.add(
+                conn, version.workspace_id, version.workflow_id, window_key,
+                {**doc, "source": trigger_doc["source"], "enrollment_key": key}, trigger.debounce.seconds,
+                None if max_wait is None else max_wait.total_seconds(),
+            )  # fmt: skip
+            return Decision(
+                "debounced",
+                key=key,
+                reason={**reason, "debounce_key": window_key, "window_events": window["events"],
+                        "fire_at": window["fire_at"].isoformat()},
+            )  # fmt: skip
+        reason = {**reason, "debounce": "the payload has no debounce key; handled at once"}
+    return await start(conn, version, config, key, doc["data"], trigger_doc, [doc], reason)
+
+
+async def start(
+    conn: Connection,
+    version: VersionRecord,
+    config: Config,
+    key: str | None,
+    payload: Any,
+    trigger_doc: dict[str, Any],
+    docs: list[dict[str, Any]],
+    reason: dict[str, Any],
+) -> Decision:
+    """Start a run for ``key`` or act on its active run as the trigger's mode says."""
+    if not isinstance(config, StructuredConfig):
+        return Decision(
+            "not_runnable",
+            key=key,
+            reason={**reason, "note": "agent workflows cannot run in this version yet"},
+        )
+    trigger = trigger_of(config)
+    outcome = await dispatch.start_or_enroll(
+        conn, version.workspace_id, version.workflow_id, version.version, key,
+        trigger.enrollment.reuse, trigger.mode, payload, planner.initial_state(config), trigger_doc, docs,
+    )  # fmt: skip
+    if outcome.replaced is not None:
+        reason = {**reason, "canceled_run": str(outcome.replaced)}
+    if outcome.decision in ("started", "restarted"):
+        metrics.RUNS_STARTED.inc()
+    return Decision(outcome.decision, outcome.run_id, key, reason)
+
+
+async def record(conn: Connection, decided: list[tuple[VersionRecord, Event, Decision]]) -> None:
+    """Record decisions (one statement), each for its (event, workflow) pair."""
+    await dispatch.record_all(
+        conn,
+        [
+            dispatch.DecisionRow(
+                v.workspace_id, v.workflow_id, e.topic, e.message_id, d.decision, d.key, d.run_id, d.reason
+            )
+            for v, e, d in decided
+        ],
+    )

@@ -1,0 +1,194 @@
+"""The event gate: "should this event start this workflow?", asked outside any transaction.
+
+The dispatcher queues matching events of gated agent workflows as gate requests. The
+gatekeeper (a loop inside every worker) claims them with a lease, asks the ``EventGate``
+with a timeout, and then, in one transaction fenced on its claim, records the verdict and
+starts or enrolls the run (debounce applies after the gate). A gate that fails is asked
+again with backoff; after ``MAX_ATTEMPTS``, or at once when no gate is configured, the
+workflow's ``gate.on_error`` decides. The model-backed gate arrives with the agent issue;
+anything implementing ``EventGate`` can be plugged in (``Engine.worker(gate=...)``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from agentflow.core.definitions import AgentConfig
+from agentflow.core.errors import NotFoundError
+from agentflow.runtime.admission import proceed
+from agentflow.runtime.configs import ConfigCache
+from agentflow.store import dispatch, gates, workflows
+from agentflow.store.database import Database, unavailable
+
+logger = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 3
+LEASE_SECONDS = 60.0
+ASK_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class GateQuestion:
+    """What the gate is asked.
+
+    Attributes:
+        workflow: the workflow's name.
+        prompt: its prompt (the trigger and objective, in the admin's words).
+        instructions: the gate's own instructions, if any.
+        event: the event document (topic, message_id, data, account_id, published_at).
+    """
+
+    workflow: str
+    prompt: str
+    instructions: str | None
+    event: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class GateVerdict:
+    """The gate's answer: start or not, and why (recorded with the decision).
+
+    Attributes:
+        start: True to start (or enroll) the workflow for this event.
+        reason: why, in words a person can check.
+        details: anything else worth recording (model, tokens, confidence).
+    """
+
+    start: bool
+    reason: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class EventGate(Protocol):
+    """Decides whether an event should start a workflow."""
+
+    async def decide(self, question: GateQuestion) -> GateVerdict:
+        """Answer the question; raise to have it asked again later."""
+        ...
+
+
+class GateUnavailable(Exception):
+    """No gate can answer (none configured): retrying will not help."""
+
+
+class NoGate:
+    """The gate of a worker without one: every question goes to the workflow's ``on_error``."""
+
+    async def decide(self, question: GateQuestion) -> GateVerdict:
+        """Refuse to answer."""
+        raise GateUnavailable("no event gate is configured on this worker")
+
+
+class Gatekeeper:
+    """Claims gate requests, asks the gate, records verdicts; ``run()`` until ``stop()``."""
+
+    def __init__(
+        self,
+        db: Database,
+        gate: EventGate | None,
+        *,
+        owner: str,
+        poll_interval: float = 1.0,
+        batch_size: int = 8,
+    ) -> None:
+        self.db = db
+        self.gate = gate or NoGate()
+        self.owner = owner
+        self.poll_interval = poll_interval
+        self.batch_size = batch_size
+        self._configs = ConfigCache(db.pool)
+        self._stopping = asyncio.Event()
+
+    def stop(self) -> None:
+        """Return from ``run`` after the current round."""
+        self._stopping.set()
+
+    async def run(self) -> None:
+        """Work whenever requests are due (or the poll interval passes)."""
+        while not self._stopping.is_set():
+            delay = self.poll_interval
+            try:
+                if await self.work_once() == self.batch_size:
+                    delay = 0.0
+                else:
+                    async with self.db.pool.acquire() as conn:
+                        due = await gates.seconds_to_next(conn)
+                    if due is not None:
+                        delay = min(delay, max(due, 0.0))
+            except Exception as exc:  # a bug must not stop the loop: the claims' leases bring them back
+                if unavailable(exc):
+                    logger.warning("gatekeeper: %s; retrying", exc)
+                else:
+                    logger.exception("gatekeeper: unexpected error; retrying")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), delay)
+
+    async def work_once(self) -> int:
+        """Claim due requests and decide each; return how many were claimed."""
+        async with self.db.pool.acquire() as conn:
+            claimed = await gates.claim(conn, self.owner, self.batch_size, LEASE_SECONDS)
+        await asyncio.gather(*(self._handle(request) for request in claimed))
+        return len(claimed)
+
+    async def _handle(self, request: gates.GateRequest) -> None:
+        try:
+            config = await self._configs.get(
+                request.workspace_id, request.workflow_id, request.workflow_version
+            )
+        except NotFoundError:  # the workflow was deleted: nothing left to start
+            async with self.db.pool.acquire() as conn, conn.transaction():
+                if await gates.lock_claimed(conn, request, self.owner):
+                    await gates.finish(conn, request, {"start": False, "reason": "the workflow was deleted"})
+            return
+        assert isinstance(config, AgentConfig)
+        assert config.gate is not None  # only gated agent workflows queue requests
+        question = GateQuestion(config.name, config.prompt, config.gate.instructions, request.event)
+        try:
+            async with asyncio.timeout(ASK_TIMEOUT):
+                verdict = await self.gate.decide(question)
+        except GateUnavailable as exc:
+            verdict = self._fallback(config, "gate_unavailable", str(exc))
+        except Exception as exc:
+            if request.attempts < MAX_ATTEMPTS:
+                async with self.db.pool.acquire() as conn:
+                    error = {"type": type(exc).__name__, "message": str(exc)[:500]}
+                    await gates.retry_later(conn, request, self.owner, 2.0**request.attempts, error)
+                return
+            verdict = self._fallback(config, "gate_failed", f"{type(exc).__name__}: {exc}"[:500])
+        await self._decide(request, config, verdict)
+
+    @staticmethod
+    def _fallback(config: AgentConfig, code: str, message: str) -> GateVerdict:
+        assert config.gate is not None
+        start = config.gate.on_error == "start"
+        return GateVerdict(start, f"{message}; on_error={config.gate.on_error}", {"error": code})
+
+    async def _decide(self, request: gates.GateRequest, config: AgentConfig, verdict: GateVerdict) -> None:
+        recorded = {"start": verdict.start, "reason": verdict.reason, **verdict.details}
+        refs = [(request.event["topic"], request.event["message_id"])]
+        async with self.db.pool.acquire() as conn, conn.transaction():
+            if not await gates.lock_claimed(conn, request, self.owner):
+                return  # our lease lapsed and another worker claimed it: its verdict counts
+            await gates.finish(conn, request, recorded)
+            key = request.trigger.get("enrollment_key")
+            if not verdict.start:
+                await dispatch.settle(
+                    conn, request.workspace_id, request.workflow_id, refs, "gate_declined", None, None,
+                    {"gate": recorded},
+                )  # fmt: skip
+                return
+            version = await workflows.get_version(
+                self.db.pool, request.workspace_id, request.workflow_id, request.workflow_version
+            )
+            assert version is not None  # versions are never deleted while their workflow exists
+            trigger_doc = {"source": request.trigger["source"], "event": request.event}
+            reason = {"conditions": request.trigger.get("conditions"), "gate": recorded}
+            decision = await proceed(conn, version, config, request.event, trigger_doc, key, reason)
+            await dispatch.settle(
+                conn, request.workspace_id, request.workflow_id, refs, decision.decision, key,
+                decision.run_id, decision.reason,
+            )  # fmt: skip
