@@ -33,6 +33,8 @@ class Settings(BaseSettings):
         max_rescues: lease expiries a run survives before it fails with ``worker_lost``.
         imports: modules to import at start-up (where your tools live), comma-separated.
         host / port: where ``agentflow serve`` listens.
+        event_retention_hours: workers delete events older than this that every consumer has
+            read, and dispatch decisions as old, once an hour (0: keep everything).
         api_auth: ``required``: every API call needs a workspace API key (``Authorization:
             Bearer afk_...``); ``optional``: a key, when sent, selects its workspace, else the
             ``X-Agentflow-Workspace`` header does; ``auto`` (default): ``required`` unless
@@ -57,6 +59,7 @@ class Settings(BaseSettings):
     imports: str = ""
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
+    event_retention_hours: float = Field(default=720.0, ge=0)
     api_auth: Literal["auto", "required", "optional"] = "auto"
     secret_key: SecretStr | None = None
     public_url: str | None = None

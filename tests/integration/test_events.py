@@ -12,6 +12,7 @@ from agentflow.core.errors import ConfigError
 from agentflow.core.events import Event
 from agentflow.engine import Engine
 from agentflow.store.database import Connection
+from tests.conftest import make_settings
 
 
 async def test_publishing_is_idempotent_per_topic_and_message_id(engine: Engine) -> None:
@@ -196,3 +197,46 @@ async def test_prune_drops_old_decisions_but_not_pending_ones(engine: Engine) ->
         "SELECT event_message_id FROM dispatch_decisions ORDER BY event_message_id"
     )
     assert [r["event_message_id"] for r in left] == ["fresh", "gate", "window"]
+
+
+async def test_workers_apply_retention_from_settings(database_url: str) -> None:
+    settings = make_settings(database_url, event_retention_hours=24)
+    async with Engine.open(settings, migrate_schema=False) as engine:
+        await engine.events.publish([{"topic": "old", "message_id": f"o{i}"} for i in range(3)])
+        await engine.events.publish([{"topic": "new", "message_id": "n"}])
+        # Every consumer has read them (the dispatcher's cursor passes them), the old ones are 2 days old.
+        worker = engine.worker()
+        task = asyncio.create_task(worker.run())
+        try:
+            for _ in range(100):
+                await asyncio.sleep(0.05)
+                if await engine.db.pool.fetchval("SELECT count(*) FROM consumer_offsets") == 1:
+                    break
+            await engine.db.pool.execute(
+                "UPDATE events SET received_at = now() - interval '2 days' WHERE topic = 'old'"
+            )
+        finally:
+            worker.stop()
+            await task
+        worker = engine.worker()  # a new worker prunes at start
+        task = asyncio.create_task(worker.run())
+        try:
+            for _ in range(100):
+                await asyncio.sleep(0.05)
+                if await engine.db.pool.fetchval("SELECT count(*) FROM events") == 1:
+                    break
+        finally:
+            worker.stop()
+            await task
+        left = await engine.db.pool.fetch("SELECT message_id FROM events")
+        assert [r["message_id"] for r in left] == ["n"], "old events go, recent ones stay"
+    async with Engine.open(
+        make_settings(database_url, event_retention_hours=0), migrate_schema=False
+    ) as engine:
+        await engine.db.pool.execute("UPDATE events SET received_at = now() - interval '5 years'")
+        worker = engine.worker()
+        task = asyncio.create_task(worker.run())
+        await asyncio.sleep(1)
+        worker.stop()
+        await task
+        assert await engine.db.pool.fetchval("SELECT count(*) FROM events") == 1, "0 keeps everything"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 
 from agentflow.core import planner
 from agentflow.core.definitions import StructuredConfig
@@ -19,21 +20,41 @@ from agentflow.core.schedules import next_fire, plan_catch_up
 from agentflow.runtime import metrics
 from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.debouncer import close_windows
-from agentflow.store import debounce, schedules
+from agentflow.store import debounce, dispatch, events, schedules
 from agentflow.store.database import UNAVAILABLE_ERRORS, Database, unavailable
 
 logger = logging.getLogger(__name__)
 
+PRUNE_EVERY = 3600.0
+"""Seconds between two retention passes of one scheduler."""
+
 
 class Scheduler:
-    """Fires cron schedules; ``run()`` until ``stop()``."""
+    """Fires cron schedules, closes debounce windows, applies retention; ``run()`` until ``stop()``.
 
-    def __init__(self, db: Database, *, poll_interval: float = 1.0, batch_size: int = 50) -> None:
+    Args:
+        db: the database.
+        poll_interval: the longest it sleeps between ticks.
+        batch_size: schedules and windows handled per transaction.
+        retention: prune events (every consumer has read) and dispatch decisions older than
+            this many seconds, at start and then every ``PRUNE_EVERY`` seconds; None: never.
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        poll_interval: float = 1.0,
+        batch_size: int = 50,
+        retention: float | None = None,
+    ) -> None:
         self.db = db
         self.poll_interval = poll_interval
         self.batch_size = batch_size
+        self.retention = retention
         self._stopping = asyncio.Event()
         self._configs = ConfigCache(db.pool)
+        self._next_prune = 0.0
 
     def stop(self) -> None:
         """Return from ``run`` after the current tick."""
@@ -70,12 +91,26 @@ class Scheduler:
             await close_windows(conn, self._configs, self.batch_size)
         return started
 
+    async def prune(self) -> tuple[int, int]:
+        """Apply retention now: return (events, decisions) deleted."""
+        if self.retention is None:
+            return 0, 0
+        pruned = await events.prune(self.db.pool, self.retention)
+        async with self.db.pool.acquire() as conn:
+            decisions = await dispatch.prune_decisions(conn, self.retention)
+        if pruned or decisions:
+            logger.info("retention: deleted %d event(s) and %d decision(s)", pruned, decisions)
+        return pruned, decisions
+
     async def run(self) -> None:
         """Tick whenever a schedule is due (or the poll interval passes)."""
         while not self._stopping.is_set():
             delay = self.poll_interval
             try:
                 await self.tick()
+                if self.retention is not None and time.monotonic() >= self._next_prune:
+                    await self.prune()
+                    self._next_prune = time.monotonic() + PRUNE_EVERY
                 async with self.db.pool.acquire() as conn:
                     dues = [await schedules.seconds_to_next(conn), await debounce.seconds_to_next(conn)]
                 for due in dues:

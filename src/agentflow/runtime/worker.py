@@ -111,7 +111,13 @@ class Worker:
         self._companions: list[Companion] = (
             [
                 Dispatcher(db).consumer(poll_interval=settings.poll_interval),
-                Scheduler(db, poll_interval=settings.poll_interval),
+                Scheduler(
+                    db,
+                    poll_interval=settings.poll_interval,
+                    retention=settings.event_retention_hours * 3600
+                    if settings.event_retention_hours
+                    else None,
+                ),
                 Gatekeeper(db, gate, owner=self.name, poll_interval=settings.poll_interval),
             ]
             if dispatch
