@@ -17,8 +17,7 @@ from pydantic import ValidationError
 
 from agentflow.core.errors import ConfigError
 from agentflow.core.events import MAX_BATCH, Event, EventIn, Publication
-from agentflow.core.ids import DEFAULT_WORKSPACE as DEFAULT_WORKSPACE
-from agentflow.core.ids import uuid7
+from agentflow.core.ids import DEFAULT_WORKSPACE, uuid7
 from agentflow.runtime.consumer import EventConsumer, Handler
 from agentflow.store import dispatch, events
 from agentflow.store.database import Database

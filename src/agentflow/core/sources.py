@@ -4,25 +4,15 @@ An agent workflow lists the sources it listens to (``[{"type": "email"}, {"type"
 "ticket"}]``); each source type is the first segment of its events' topics, so source
 ``email`` means topics ``email.*`` (``email.received``, ``email.sent``). The log keeps every
 source in one table with an account index, so "what changed for this account in the last N
-hours" is one indexed query whatever the sources.
+hours" is one indexed query whatever the sources. The seeds name ``email``, ``ticket``,
+``note``, ``meeting``, ``activity``, ``signal`` (signal updates), ``task`` (task changes) and
+``account`` (account updates); any other name works the same way.
 """
 
 from __future__ import annotations
 
 import fnmatch
 from collections.abc import Iterable
-
-KNOWN_SOURCES: dict[str, str] = {
-    "email": "emails received or sent",
-    "ticket": "support tickets opened or updated",
-    "note": "notes added to an account",
-    "meeting": "meetings held (transcripts, summaries)",
-    "activity": "product activity and usage",
-    "signal": "signal updates (health scores, churn predictions)",
-    "task": "task changes (task.updated, task.completed, task.canceled)",
-    "account": "account updates (owner, plan, renewal date)",
-}
-"""The sources the seeds name, with what their events are; any other type works the same way."""
 
 SOURCE_PATTERN = r"^[a-z][a-z0-9_]{0,49}$"
 

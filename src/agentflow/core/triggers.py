@@ -9,7 +9,6 @@ same conditions, debounce, enrollment and mode apply to them.
 
 from __future__ import annotations
 
-import fnmatch
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -20,6 +19,7 @@ from agentflow.core.condition_ops import ABSENT
 from agentflow.core.durations import parse_duration
 from agentflow.core.events import Event
 from agentflow.core.json_paths import parse_path, resolve
+from agentflow.core.sources import topic_matches
 from agentflow.core.templating import render
 
 ReusePolicy = Literal["allow", "allow_if_failed", "reject"]
@@ -137,7 +137,7 @@ class Trigger(BaseModel):
 
     def matches_topic(self, topic: str) -> bool:
         """Whether ``topic`` is one of the trigger's topics (glob patterns)."""
-        return any(fnmatch.fnmatchcase(topic, pattern) for pattern in self.topics)
+        return topic_matches(self.topics, topic)
 
 
 class Gate(BaseModel):

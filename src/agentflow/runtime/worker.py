@@ -40,10 +40,6 @@ from agentflow.store.database import UNAVAILABLE_ERRORS, Database, unavailable
 
 logger = logging.getLogger(__name__)
 
-# Errors that may mean "the database is unreachable or restarting": worth retrying
-# (``unavailable`` tells them from bugs).
-_DB_ERRORS = UNAVAILABLE_ERRORS
-
 
 class Companion(Protocol):
     """A loop that runs beside the worker's claim loop (the dispatcher, the scheduler)."""
@@ -194,7 +190,7 @@ class Worker:
                         continue
                 delay = await self._sleep_for(free > 0 and not claimed)
                 backoff = 0.0
-            except _DB_ERRORS as exc:
+            except UNAVAILABLE_ERRORS as exc:
                 if not unavailable(exc):
                     raise
                 backoff = min(max(backoff * 2, 0.1), 5 * self.settings.poll_interval)
@@ -265,7 +261,7 @@ class Worker:
                     return
                 cursor = cursor.after(outcome)
                 if self._stopping.is_set():
-                    with contextlib.suppress(*_DB_ERRORS):
+                    with contextlib.suppress(*UNAVAILABLE_ERRORS):
                         await runs.release(self.db.pool, run.workspace_id, run.id, token, self.name)
                     return
                 if done.inbox_seq > cursor.inbox.seen:  # deliveries arrived during the step
@@ -360,7 +356,7 @@ class Worker:
             claims = [(h.workspace_id, h.run_id, h.token) for h in held]
             try:
                 kept = await runs.heartbeat(self.db.pool, self.name, claims, self.settings.lease_ttl)
-            except _DB_ERRORS as exc:
+            except UNAVAILABLE_ERRORS as exc:
                 logger.warning("heartbeat failed: %s", exc)
                 continue
             for claim in held:

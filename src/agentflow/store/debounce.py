@@ -95,14 +95,3 @@ async def seconds_to_next(conn: Connection) -> float | None:
         "SELECT extract(epoch FROM min(fire_at) - clock_timestamp())::float8 FROM debounce_windows"
     )
     return None if value is None else float(value)
-
-
-async def open_windows(conn: Connection, workspace_id: UUID, workflow_id: UUID) -> list[dict[str, Any]]:
-    """A workflow's open windows (for inspection)."""
-    rows = await conn.fetch(
-        "SELECT debounce_key, first_at, last_at, fire_at, events FROM debounce_windows"
-        " WHERE workspace_id = $1 AND workflow_id = $2 ORDER BY fire_at",
-        workspace_id,
-        workflow_id,
-    )
-    return [dict(r) for r in rows]
