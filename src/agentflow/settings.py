@@ -42,6 +42,26 @@ class Settings(BaseSettings):
         secret_key: 32 random bytes in base64 that encrypt secrets at rest (webhook signing
             secrets). With the embedded server and no key, one is made in ``data_dir``.
         public_url: the server's external base URL, used to print webhook URLs.
+        model: the default model of agent workflows and the event gate, ``provider:model``
+            (``openai:gpt-4o-mini``, ``anthropic:claude-sonnet-4-5``, ``gemini:gemini-2.0-flash``,
+            ``scripted``). Unset: the deterministic scripted provider, which says so.
+        openai_api_key / anthropic_api_key / gemini_api_key: vendor keys (else the vendor's
+            own variable: ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ``GEMINI_API_KEY``).
+        openai_base_url / anthropic_base_url / gemini_base_url: another server that speaks the
+            vendor's protocol (Ollama, vLLM, LM Studio for OpenAI's); reached through the
+            guarded HTTP client, so a private address must be in ``http_allow``.
+        model_timeout: seconds one model call may take.
+        model_max_retries: retries of a model call on 429/5xx/connection errors.
+        pricing_file: a YAML or JSON file of ``model: {input, output, cached_input}`` in USD per
+            million tokens, overriding the built-in table.
+        http_allow: hosts, IP addresses and CIDR ranges the guarded HTTP client may reach
+            although they are private (comma-separated), e.g. ``127.0.0.1,10.0.0.0/8``.
+        smtp_url: the SMTP server notifications are sent through
+            (``smtp://user:pass@host:port``, ``smtps://`` for TLS, ``?starttls=1``).
+        smtp_from: the sender address of notification emails.
+        reminder_due_soon_hours / reminder_overdue_hours: when task reminders go out.
+        workspace_daily_usd / workspace_daily_tokens: default model spend per workspace per
+            day (UTC); agent runs past it are suspended (0: no limit).
     """
 
     model_config = SettingsConfigDict(env_prefix="AGENTFLOW_", extra="ignore")
@@ -63,11 +83,33 @@ class Settings(BaseSettings):
     api_auth: Literal["auto", "required", "optional"] = "auto"
     secret_key: SecretStr | None = None
     public_url: str | None = None
+    model: str | None = None
+    openai_api_key: SecretStr | None = None
+    openai_base_url: str | None = None
+    anthropic_api_key: SecretStr | None = None
+    anthropic_base_url: str | None = None
+    gemini_api_key: SecretStr | None = None
+    gemini_base_url: str | None = None
+    model_timeout: float = Field(default=60.0, gt=0)
+    model_max_retries: int = Field(default=3, ge=0, le=10)
+    pricing_file: Path | None = None
+    http_allow: str = ""
+    smtp_url: str | None = None
+    smtp_from: str = "agentflow@localhost"
+    reminder_due_soon_hours: float = Field(default=24.0, ge=0)
+    reminder_overdue_hours: float = Field(default=24.0, ge=0)
+    workspace_daily_usd: float = Field(default=0.0, ge=0)
+    workspace_daily_tokens: int = Field(default=0, ge=0)
 
     @property
     def import_modules(self) -> list[str]:
         """``imports`` split into module names."""
         return [m.strip() for m in self.imports.split(",") if m.strip()]
+
+    @property
+    def http_allow_list(self) -> list[str]:
+        """``http_allow`` split into entries."""
+        return [m.strip() for m in self.http_allow.split(",") if m.strip()]
 
 
 def sealing_key(settings: Settings, embedded: bool) -> bytes:

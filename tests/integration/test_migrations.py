@@ -22,12 +22,12 @@ DECLARED_COLUMNS = {
         "enrollment_key", "input", "state", "output", "error", "step_seq", "attempt", "rescues", "due_at",
         "lease_owner", "lease_expires_at", "fencing_token", "cancel_requested", "parent_run_id",
         "input_tokens", "output_tokens", "cached_input_tokens", "usd_cost", "created_at", "started_at",
-        "updated_at", "completed_at", "canceled_at", "trigger", "inbox_seq",
+        "updated_at", "completed_at", "canceled_at", "trigger", "inbox_seq", "account_id", "costs",
     },
     "run_steps": {
         "workspace_id", "id", "run_id", "seq", "attempt", "node_id", "kind", "name", "status", "input",
         "output", "error", "idempotency_key", "worker", "fencing_token", "started_at", "finished_at",
-        "input_tokens", "output_tokens", "cached_input_tokens", "usd_cost",
+        "input_tokens", "output_tokens", "cached_input_tokens", "usd_cost", "model",
     },
     "run_inbox": {"workspace_id", "id", "run_id", "kind", "payload", "created_at", "consumed_at", "consumed_seq"},
     "tasks": {
@@ -37,7 +37,8 @@ DECLARED_COLUMNS = {
     },
     "notifications": {
         "workspace_id", "id", "run_id", "origin_key", "channel", "recipient", "subject", "body", "status",
-        "attempts", "last_error", "created_at", "sent_at",
+        "attempts", "last_error", "created_at", "sent_at", "kind", "task_id", "account_id", "metadata",
+        "due_at", "lease_owner", "lease_expires_at",
     },
     "events": {
         "workspace_id", "topic", "message_id", "xid", "seq", "data", "account_id", "published_at", "received_at",
@@ -55,6 +56,15 @@ DECLARED_COLUMNS = {
     "gate_requests": {
         "workspace_id", "id", "workflow_id", "workflow_version", "event", "trigger", "status", "attempts",
         "due_at", "lease_owner", "verdict", "created_at", "decided_at",
+    },
+    "accounts": {"workspace_id", "id", "name", "owner", "attributes", "created_at", "updated_at"},
+    "approvals": {
+        "workspace_id", "id", "run_id", "step_seq", "tool", "arguments", "arguments_hash", "status", "reason",
+        "decided_by", "created_at", "expires_at", "decided_at",
+    },
+    "workspace_budgets": {"workspace_id", "daily_usd", "daily_tokens", "updated_at"},
+    "workspace_usage": {
+        "workspace_id", "day", "input_tokens", "output_tokens", "cached_input_tokens", "usd_cost", "model_calls",
     },
 }  # fmt: skip
 DECLARED_INDEXES = {
