@@ -1,0 +1,160 @@
+"""A deterministic model for tests, the demo and offline use: a function decides every answer.
+
+No network, no randomness: the same requests get the same answers and the same usage, so
+budgets, costs and step logs are reproducible. Three ways to script it:
+
+* ``ScriptedProvider(respond)``: a function from the request to the reply;
+* ``ScriptedProvider.from_replies([...])``: replies in order;
+* ``ScriptedProvider.from_rules([Rule(...)], fallback)``: the first rule whose condition
+  matches the request answers.
+
+Example:
+    >>> model = ScriptedProvider.from_rules(
+    ...     [Rule("refund", Message("assistant", "", (ToolCall("c1", "refund", {"amount": 5}),)))],
+    ...     fallback=Message("assistant", "Done."),
+    ... )
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agentflow.core.chat import Message, ModelRequest, ModelResponse, Usage
+from agentflow.llm.base import ModelError
+from agentflow.llm.decoding import parse_structured
+
+Answer = Message | ModelResponse
+Respond = Callable[[ModelRequest], Answer | Awaitable[Answer]]
+ReplyFor = Message | Callable[[ModelRequest], Message]
+
+SCRIPTED_MODEL = "scripted"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One scripted behaviour: when the request matches, answer with ``reply``.
+
+    Attributes:
+        when: a text that the latest user message contains (case-insensitive), or a predicate.
+        reply: the answer, or a function of the request that makes it.
+    """
+
+    when: str | Callable[[ModelRequest], bool]
+    reply: ReplyFor
+
+    def matches(self, request: ModelRequest) -> bool:
+        """Whether this rule answers ``request``."""
+        if isinstance(self.when, str):
+            return self.when.lower() in latest_user_text(request).lower()
+        return bool(self.when(request))
+
+
+class ScriptedProvider:
+    """A model whose answers come from a function.
+
+    Args:
+        respond: makes the reply to a request: a ``Message`` (wrapped with deterministic usage)
+            or a whole ``ModelResponse`` (returned as is); may be async.
+        name: the provider name reported on responses.
+
+    Attributes:
+        name: as given.
+        requests: every request received, in order (for tests to inspect).
+    """
+
+    def __init__(self, respond: Respond, name: str = "scripted") -> None:
+        self._respond = respond
+        self.name = name
+        self.requests: list[ModelRequest] = []
+
+    @classmethod
+    def from_replies(cls, replies: Iterable[Answer | str], name: str = "scripted") -> ScriptedProvider:
+        """Answer with ``replies`` in order (a string is an assistant message's text).
+
+        A request after the last reply fails with ``model_bad_output`` (not retryable).
+        """
+        queue = [Message("assistant", r) if isinstance(r, str) else r for r in replies]
+        total = len(queue)
+
+        def next_reply(request: ModelRequest) -> Answer:
+            if not queue:
+                raise ModelError(
+                    "model_bad_output",
+                    f"the scripted model has no reply left (it had {total}); script more replies",
+                    retryable=False,
+                    details={"provider": name, "replies": total},
+                )
+            return queue.pop(0)
+
+        return cls(next_reply, name)
+
+    @classmethod
+    def from_rules(
+        cls,
+        rules: Sequence[Rule],
+        fallback: ReplyFor | str = "I have no scripted answer for that.",
+        name: str = "scripted",
+    ) -> ScriptedProvider:
+        """Answer with the first rule that matches, else with ``fallback``."""
+        default: ReplyFor = Message("assistant", fallback) if isinstance(fallback, str) else fallback
+        chosen = tuple(rules)
+
+        def by_rule(request: ModelRequest) -> Message:
+            reply = next((rule.reply for rule in chosen if rule.matches(request)), default)
+            return reply if isinstance(reply, Message) else reply(request)
+
+        return cls(by_rule, name)
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """Ask the script; wrap a ``Message`` with deterministic usage.
+
+        Raises:
+            ModelError: ``model_bad_output`` when a structured request gets text that is not
+                JSON; whatever the script raises.
+        """
+        self.requests.append(request)
+        answer = self._respond(request)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        if isinstance(answer, ModelResponse):
+            return answer
+        structured: Any = None
+        if request.output_schema is not None and not answer.tool_calls:
+            structured = parse_structured(answer.content, self.name)
+        return ModelResponse(
+            message=answer,
+            usage=estimate_usage(request, answer),
+            model=SCRIPTED_MODEL,
+            provider=self.name,
+            structured=structured,
+            finish_reason="tool_calls" if answer.tool_calls else "stop",
+        )
+
+
+def latest_user_text(request: ModelRequest) -> str:
+    """The content of the last user message ("" when there is none)."""
+    return next((m.content for m in reversed(request.messages) if m.role == "user"), "")
+
+
+def estimate_usage(request: ModelRequest, reply: Message) -> Usage:
+    """Tokens as ``ceil(characters / 4)``: a stable stand-in for a tokenizer.
+
+    Input counts every request message's content and the tool schemas (as compact JSON);
+    output counts the reply's content and its tool calls (as compact JSON). Nothing is cached.
+    """
+    schemas = sum(
+        len(_compact({"name": t.name, "description": t.description, "parameters": t.parameters}))
+        for t in request.tools
+    )
+    input_chars = sum(len(m.content) for m in request.messages) + schemas
+    output_chars = len(reply.content) + sum(len(_compact(call.to_json())) for call in reply.tool_calls)
+    return Usage(math.ceil(input_chars / 4), math.ceil(output_chars / 4), 0)
+
+
+def _compact(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"))

@@ -1,0 +1,302 @@
+"""Local HTTP servers that speak the model vendors' wire protocols, for the provider tests.
+
+The real SDKs talk real HTTP to a Starlette app under uvicorn (127.0.0.1, port 0, the test's
+event loop). The server answers with the replies a test queued, in order, and records every
+request (path, headers, JSON body, arrival time on the test's monotonic clock) so the test
+can check what the SDK sent: tools, messages and tool results in the vendor's own format.
+
+The reply builders below write the vendors' JSON: OpenAI chat completions, Anthropic
+messages, Gemini ``generateContent``, including tool calls and usage with cached tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
+from email.utils import formatdate
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from tests.support.http_server import serve
+
+HANG_LIMIT = 20.0  # a hanging reply gives up after this long, so a broken test cannot stall
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One request as the server received it."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    body: Any
+    at: float
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One answer: a status, a JSON body and headers; ``hang`` never answers (until teardown)."""
+
+    status: int = 200
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    hang: bool = False
+
+
+class VendorServer:
+    """Answers queued replies in order and records every request.
+
+    Attributes:
+        url: the base URL (``http://127.0.0.1:<port>``), set once serving.
+        requests: what arrived, in order.
+    """
+
+    def __init__(self) -> None:
+        self.url = ""
+        self.requests: list[Recorded] = []
+        self._replies: deque[Reply] = deque()
+        self._released = asyncio.Event()
+        self.app = Starlette(routes=[Route("/{path:path}", self._handle, methods=["GET", "POST"])])
+
+    def queue(self, *replies: Reply) -> None:
+        """Answer the next requests with ``replies``, in order."""
+        self._replies.extend(replies)
+
+    def gaps(self) -> list[float]:
+        """Seconds between consecutive requests, as the server saw them."""
+        return [b.at - a.at for a, b in zip(self.requests, self.requests[1:], strict=False)]
+
+    def release(self) -> None:
+        """Let hanging replies finish (at teardown)."""
+        self._released.set()
+
+    def reset(self) -> None:
+        """Forget requests and unanswered replies and end hanging ones: a clean server for the next test."""
+        self._released.set()
+        self._released = asyncio.Event()
+        self._replies.clear()
+        self.requests.clear()
+
+    async def _handle(self, request: Request) -> Response:
+        raw = await request.body()
+        body: Any = None
+        if raw:
+            try:
+                body = await request.json()
+            except ValueError:
+                body = raw.decode("utf-8", "replace")
+        self.requests.append(
+            Recorded(
+                request.method,
+                request.url.path,
+                dict(request.query_params),
+                {k.lower(): v for k, v in request.headers.items()},
+                body,
+                time.monotonic(),
+            )
+        )
+        if not self._replies:
+            return JSONResponse({"error": {"message": "no reply queued"}}, status_code=599)
+        reply = self._replies.popleft()
+        if reply.hang:
+            with suppress(TimeoutError):
+                await asyncio.wait_for(self._released.wait(), HANG_LIMIT)
+            return JSONResponse({"error": {"message": "hung"}}, status_code=504)
+        return JSONResponse(reply.body, status_code=reply.status, headers=reply.headers)
+
+
+@asynccontextmanager
+async def vendor_server() -> AsyncIterator[VendorServer]:
+    """Serve a ``VendorServer`` until the block ends.
+
+    Starting and stopping uvicorn costs ~0.2 s, so test modules share one server per module
+    and ``reset`` it between tests.
+    """
+    server = VendorServer()
+    async with serve(server.app) as url:
+        server.url = url
+        try:
+            yield server
+        finally:
+            server.release()
+
+
+def http_date_in(seconds: float) -> str:
+    """An HTTP date ``seconds`` from now (for ``Retry-After``)."""
+    return formatdate(time.time() + seconds, usegmt=True)
+
+
+# --- OpenAI chat completions -------------------------------------------------------------
+
+
+def openai_completion(
+    content: str | None = None,
+    tool_calls: list[tuple[str, str, str]] | None = None,
+    *,
+    prompt_tokens: int = 10,
+    completion_tokens: int = 5,
+    cached_tokens: int = 0,
+    model: str = "gpt-4o-mini-2024-07-18",
+    finish_reason: str | None = None,
+) -> dict[str, Any]:
+    """A ``chat.completion`` object; ``tool_calls`` are (id, name, arguments JSON text)."""
+    message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
+    if tool_calls:
+        message["tool_calls"] = [
+            {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
+            for cid, name, args in tool_calls
+        ]
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": finish_reason or ("tool_calls" if tool_calls else "stop"),
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": cached_tokens, "audio_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 0},
+        },
+    }
+
+
+def openai_error(message: str, type_: str, code: str | None = None) -> dict[str, Any]:
+    """An OpenAI error body."""
+    return {"error": {"message": message, "type": type_, "param": None, "code": code}}
+
+
+def openai_embeddings(vectors: list[list[float]]) -> dict[str, Any]:
+    """An embeddings list, deliberately out of order (the API does not promise order)."""
+    data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
+    return {
+        "object": "list",
+        "data": list(reversed(data)),
+        "model": "text-embedding-3-small",
+        "usage": {"prompt_tokens": 4, "total_tokens": 4},
+    }
+
+
+# --- Anthropic messages ------------------------------------------------------------------
+
+
+def anthropic_message(
+    blocks: list[dict[str, Any]],
+    *,
+    input_tokens: int = 10,
+    output_tokens: int = 5,
+    cache_read: int = 0,
+    cache_creation: int = 0,
+    model: str = "claude-sonnet-4-5-20250929",
+    stop_reason: str | None = None,
+) -> dict[str, Any]:
+    """A ``message`` object; ``blocks`` from ``text_block`` / ``tool_use_block``."""
+    uses_tools = any(b["type"] == "tool_use" for b in blocks)
+    return {
+        "id": "msg_test",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": blocks,
+        "stop_reason": stop_reason or ("tool_use" if uses_tools else "end_turn"),
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "cache_read_input_tokens": cache_read,
+            "cache_creation_input_tokens": cache_creation,
+        },
+    }
+
+
+def text_block(text: str) -> dict[str, Any]:
+    """An Anthropic text block."""
+    return {"type": "text", "text": text}
+
+
+def tool_use_block(block_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """An Anthropic tool_use block."""
+    return {"type": "tool_use", "id": block_id, "name": name, "input": arguments}
+
+
+def anthropic_error(type_: str, message: str) -> dict[str, Any]:
+    """An Anthropic error body."""
+    return {"type": "error", "error": {"type": type_, "message": message}}
+
+
+# --- Gemini generateContent --------------------------------------------------------------
+
+
+def gemini_response(
+    parts: list[dict[str, Any]],
+    *,
+    prompt_tokens: int = 10,
+    output_tokens: int = 5,
+    cached_tokens: int = 0,
+    thoughts_tokens: int = 0,
+    model: str = "gemini-2.0-flash-001",
+    finish_reason: str = "STOP",
+) -> dict[str, Any]:
+    """A ``GenerateContentResponse``; ``parts`` from ``text_part`` / ``function_call_part``."""
+    usage: dict[str, Any] = {
+        "promptTokenCount": prompt_tokens,
+        "candidatesTokenCount": output_tokens,
+        "totalTokenCount": prompt_tokens + output_tokens + thoughts_tokens,
+    }
+    if cached_tokens:
+        usage["cachedContentTokenCount"] = cached_tokens
+    if thoughts_tokens:
+        usage["thoughtsTokenCount"] = thoughts_tokens
+    return {
+        "candidates": [
+            {"content": {"role": "model", "parts": parts}, "finishReason": finish_reason, "index": 0}
+        ],
+        "usageMetadata": usage,
+        "modelVersion": model,
+        "responseId": "resp-test",
+    }
+
+
+def text_part(text: str) -> dict[str, Any]:
+    """A Gemini text part."""
+    return {"text": text}
+
+
+def function_call_part(
+    name: str, arguments: dict[str, Any], *, call_id: str | None = None, signature: str | None = None
+) -> dict[str, Any]:
+    """A Gemini functionCall part (with a thought signature, base64, when given)."""
+    call: dict[str, Any] = {"name": name, "args": arguments}
+    if call_id:
+        call["id"] = call_id
+    part: dict[str, Any] = {"functionCall": call}
+    if signature:
+        part["thoughtSignature"] = signature
+    return part
+
+
+def gemini_error(code: int, status: str, message: str) -> dict[str, Any]:
+    """A Google API error body."""
+    return {"error": {"code": code, "message": message, "status": status}}
+
+
+def gemini_embeddings(vectors: list[list[float]]) -> dict[str, Any]:
+    """A ``batchEmbedContents`` answer."""
+    return {"embeddings": [{"values": v} for v in vectors]}
