@@ -22,6 +22,7 @@ from uuid import UUID
 import asyncpg
 
 from agentflow.access import AccessKeys
+from agentflow.accounts import AccountBook
 from agentflow.core import planner
 from agentflow.core.definitions import (
     AgentConfig,
@@ -38,6 +39,10 @@ from agentflow.core.records import RunRecord, StepRecord, VersionRecord, Workflo
 from agentflow.core.state_definition import check_start_state
 from agentflow.core.tools import ToolRegistry
 from agentflow.eventlog import EventLog
+from agentflow.governance import Governance
+from agentflow.knowledge import KnowledgeBase
+from agentflow.llm.base import ModelProvider
+from agentflow.reports import Reports
 from agentflow.runtime import metrics
 from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.gatekeeper import EventGate
@@ -65,7 +70,11 @@ class Engine:
         self._configs = ConfigCache(db.pool)
         self.events = EventLog(db)
         self.tasks = TaskBoard(db)
+        self.knowledge = KnowledgeBase(db)
+        self.accounts = AccountBook(db)
+        self.reports = Reports(db)
         self.keys = AccessKeys(db)
+        self.governance = Governance(db, self._configs)
         self.webhooks = Webhooks(
             db, self._configs, functools.partial(sealing_key, settings, embedded is not None)
         )
@@ -211,13 +220,6 @@ class Engine:
         if record is None:  # say precisely what is missing
             record = await self.get_version(workflow, version, workspace_id=workspace_id)
         config = self._configs.parse(record)
-        if not isinstance(config, StructuredConfig):
-            raise ConflictError(
-                "kind_not_runnable",
-                f"workflow {config.name!r} is an agent workflow; this version of agentflow"
-                " validates and stores agent workflows but cannot run them yet",
-                solution="Run a structured workflow, or upgrade agentflow.",
-            )
         if config.payload_format:
             problems = payload_errors(config.payload_format, {} if payload is None else payload)
             if problems:
@@ -340,12 +342,15 @@ class Engine:
         tools: ToolRegistry | None = None,
         dispatch: bool = True,
         gate: EventGate | None = None,
+        model: ModelProvider | None = None,
     ) -> Worker:
         """A worker on this engine's database (call ``await worker.run()``); with ``dispatch``
-        it also turns events into runs, asking ``gate`` about gated agent workflows."""
+        it also turns events into runs, asking ``gate`` about gated agent workflows; ``model``
+        answers every model call (default: each workflow's ``model``)."""
         return Worker(
-            self.db, self.settings, concurrency=concurrency, tools=tools, dispatch=dispatch, gate=gate
-        )
+            self.db, self.settings, concurrency=concurrency, tools=tools, dispatch=dispatch, gate=gate,
+            model=model,
+        )  # fmt: skip
 
     async def run_worker(self, *, concurrency: int | None = None, until_idle: bool = False) -> None:
         """Run a worker; with ``until_idle``, stop once no run is active or due."""

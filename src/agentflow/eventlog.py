@@ -15,6 +15,7 @@ from uuid import UUID
 
 from pydantic import ValidationError
 
+from agentflow.core.accounts import is_account_topic, upsert_from_event
 from agentflow.core.errors import ConfigError
 from agentflow.core.events import MAX_BATCH, Event, EventIn, Publication
 from agentflow.core.ids import DEFAULT_WORKSPACE, uuid7
@@ -44,6 +45,8 @@ class EventLog:
                 solution="Split the batch.",
             )
         parsed = [_parse(item, index) for index, item in enumerate(items)]
+        for index, item in enumerate(parsed):
+            _check_account(item, index)
         new = [
             events.NewEvent(
                 topic=e.topic,
@@ -130,4 +133,29 @@ def _parse(item: EventIn | dict[str, Any], index: int) -> EventIn:
             f"event {index} is invalid at {errors[0]['path']}: {errors[0]['message']}",
             details={"errors": errors},
             solution="Send topic (letters, digits, . _ - : /), an optional message_id and a data object.",
+        ) from None
+
+
+# Where each part of an account change comes from in an account.* event.
+_ACCOUNT_PATHS = {"id": "account_id", "name": "data.name", "owner": "data.owner", "attributes": "data"}
+
+
+def _check_account(item: EventIn, index: int) -> None:
+    """Refuse an ``account.*`` event whose fields could not update its account (a bad owner,
+    attributes over 64 KiB); one without an account id updates no account."""
+    if not is_account_topic(item.topic) or item.resolved_account() is None:
+        return
+    try:
+        upsert_from_event(item.topic, item.resolved_account(), item.data)
+    except ConfigError as exc:
+        errors = [
+            {"path": f"events[{index}].{_ACCOUNT_PATHS[e['path']]}", "message": e["message"]}
+            for e in exc.info.details["errors"]
+        ]
+        raise ConfigError(
+            "event_invalid",
+            f"event {index} is invalid at {errors[0]['path']}: {errors[0]['message']}",
+            details={"errors": errors},
+            solution="An account.* event names its account (account_id) and may carry name, owner (an"
+            " email address or a name) and other fields, at most 64 KiB, that become attributes.",
         ) from None

@@ -153,10 +153,16 @@ async def test_r5_negative_control_stale_token_is_refused_and_current_token_acce
     stale = old.run.fencing_token
 
     assert (
-        await runs.checkpoint(pool, ws, run.id, stale, "old-holder", run=move, step=step, tasks=task) is None
+        await runs.checkpoint(
+            pool, ws, run.id, stale, "old-holder", run=move, step=step, effects=runs.Effects(tasks=task)
+        )
+        is None
     )
     assert (
-        await runs.checkpoint(pool, ws, run.id, stale, "new-holder", run=move, step=step, tasks=task) is None
+        await runs.checkpoint(
+            pool, ws, run.id, stale, "new-holder", run=move, step=step, effects=runs.Effects(tasks=task)
+        )
+        is None
     )
     assert await runs.heartbeat(pool, "old-holder", [(ws, run.id, stale)], 30.0) == set()
     assert await runs.release(pool, ws, run.id, stale, "old-holder") is False
@@ -167,7 +173,14 @@ async def test_r5_negative_control_stale_token_is_refused_and_current_token_acce
     assert await stale_writes(pool, run.id, stale) == 0
 
     current = await runs.checkpoint(
-        pool, ws, run.id, new.run.fencing_token, "new-holder", run=move, step=step, tasks=task
+        pool,
+        ws,
+        run.id,
+        new.run.fencing_token,
+        "new-holder",
+        run=move,
+        step=step,
+        effects=runs.Effects(tasks=task),
     )
     assert current is not None and current.status == "in_progress"
     (row,) = await engine.list_steps(run.id)
@@ -175,7 +188,14 @@ async def test_r5_negative_control_stale_token_is_refused_and_current_token_acce
     assert await pool.fetchval("SELECT count(*) FROM tasks WHERE run_id = $1", run.id) == 1
     # A replay of the accepted checkpoint is refused too (step_seq moved on).
     again = await runs.checkpoint(
-        pool, ws, run.id, new.run.fencing_token, "new-holder", run=move, step=step, tasks=task
+        pool,
+        ws,
+        run.id,
+        new.run.fencing_token,
+        "new-holder",
+        run=move,
+        step=step,
+        effects=runs.Effects(tasks=task),
     )
     assert again is None
 

@@ -141,8 +141,11 @@ async def test_drafts_disabled_and_agent_workflows(engine: Engine) -> None:
     )
     await engine.events.publish([{"topic": "t", "message_id": "m", "data": {"account_id": "acme"}}])
     await dispatch_all(engine)
-    assert await decisions(engine) == [("m", "not_runnable", "account:acme")]
-    assert await engine.list_runs() == []
+    (decided,) = await decisions(engine)
+    assert decided[1:] == ("started", "account:acme")  # agent workflows run (drafts, disabled: never)
+    (run,) = await engine.list_runs()
+    assert run.state == {"agent": {"phase": "decide", "pending": [], "model_calls": 0, "tool_calls": 0,
+                                   "tokens": 0, "usd": 0.0}}  # fmt: skip
 
 
 async def test_a_worker_dispatches_and_runs_what_events_start(engine: Engine) -> None:

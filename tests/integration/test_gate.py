@@ -90,8 +90,8 @@ async def test_the_gate_decides_outside_any_transaction_and_is_recorded(
         "reason": "routine: no plan needed",
         "model": "rules",
     }
-    # Approved: it goes on to start (agent runs cannot run yet, which is recorded too).
-    assert final["hi"]["decision"] == "not_runnable"
+    # Approved: it goes on to start the agent run.
+    assert final["hi"]["decision"] == "started"
     assert final["hi"]["reason"]["gate"]["reason"] == "high priority"
     assert final["hi"]["reason"]["conditions"] is None
     verdicts = await engine.db.pool.fetch("SELECT status, verdict, due_at FROM gate_requests")
@@ -119,7 +119,7 @@ async def test_a_failing_gate_is_retried_then_on_error_decides(engine: Engine) -
     by_name = {r["name"]: r for r in rows}
     assert by_name["skips"]["decision"] == "gate_declined"
     assert by_name["skips"]["reason"]["gate"]["error"] == "gate_failed"
-    assert by_name["starts"]["decision"] == "not_runnable", "on_error: start goes on"
+    assert by_name["starts"]["decision"] == "started", "on_error: start goes on"
 
 
 async def test_a_gate_that_recovers_is_not_double_counted(engine: Engine) -> None:
@@ -157,5 +157,5 @@ async def test_a_lapsed_claim_decides_nothing(engine: Engine) -> None:
 
     await Gatekeeper(engine.db, SlowGate(), owner="slow").work_once()
     (row,) = (await decisions(engine)).values()
-    assert row["decision"] == "not_runnable", "the live claim's verdict (start) counts, not the lapsed one's"
+    assert row["decision"] == "started", "the live claim's verdict (start) counts, not the lapsed one's"
     assert row["reason"]["gate"]["reason"] == "fine"

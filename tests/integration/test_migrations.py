@@ -66,6 +66,11 @@ DECLARED_COLUMNS = {
     "workspace_usage": {
         "workspace_id", "day", "input_tokens", "output_tokens", "cached_input_tokens", "usd_cost", "model_calls",
     },
+    "knowledge_documents": {
+        "workspace_id", "id", "title", "source", "tags", "body", "content_hash", "created_at", "updated_at",
+    },
+    # embedding: only where pgvector is available (the embedded test server has it).
+    "knowledge_chunks": {"workspace_id", "document_id", "n", "heading", "body", "tsv", "embedding"},
 }  # fmt: skip
 DECLARED_INDEXES = {
     "runs_due": "WHERE (due_at IS NOT NULL)",

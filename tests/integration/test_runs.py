@@ -250,15 +250,14 @@ async def test_run_keeps_its_version_while_newer_ones_publish(engine: Engine, wo
     assert (done.workflow_version, done.output) == (2, "v2")
 
 
-async def test_start_unknown_workflow_or_agent_kind_is_refused(engine: Engine) -> None:
+async def test_start_unknown_workflow_is_refused_and_an_agent_run_starts_deciding(engine: Engine) -> None:
     from agentflow.core.errors import NotFoundError
 
     with pytest.raises(NotFoundError):
         await engine.start_run("missing")
     await engine.publish_workflow({"name": "agent1", "kind": "agent", "prompt": "help"})
-    with pytest.raises(ConflictError) as info:
-        await engine.start_run("agent1")
-    assert info.value.code == "kind_not_runnable"
+    run = await engine.start_run("agent1", {"account_id": "acme"})
+    assert run.status == "created" and run.state["agent"]["phase"] == "decide"
 
 
 async def test_heartbeats_keep_the_lease_through_a_step_longer_than_the_ttl(engine: Engine) -> None:

@@ -7,7 +7,21 @@ from typing import Literal
 from fastapi import FastAPI
 
 import agentflow
-from agentflow.api import accounts, errors, events, health, keys, metrics, runs, tasks, triggers, workflows
+from agentflow.api import (
+    accounts,
+    errors,
+    events,
+    governance,
+    health,
+    keys,
+    knowledge,
+    metrics,
+    reports,
+    runs,
+    tasks,
+    triggers,
+    workflows,
+)
 from agentflow.api.guards import MAX_BODY_BYTES, BodyGuard, CatchAll
 from agentflow.engine import Engine
 
@@ -44,7 +58,21 @@ def create_app(
     app.state.engine = engine
     app.state.auth = auth
     errors.install_handlers(app)
-    for module in (health, workflows, runs, events, accounts, triggers, keys, tasks, metrics):
+    routers = (
+        health,
+        workflows,
+        runs,
+        events,
+        accounts,
+        triggers,
+        keys,
+        tasks,
+        knowledge,
+        reports,
+        governance,
+        metrics,
+    )
+    for module in routers:
         app.include_router(module.router)
     # Middleware added last runs first: CatchAll wraps BodyGuard wraps the routes.
     app.add_middleware(BodyGuard, max_bytes=max_body_bytes)

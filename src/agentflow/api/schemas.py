@@ -137,6 +137,11 @@ class Run(_Out):
         description="What started the run: `source` (event, public, private, schedule) and the"
         " `event` (with `debounced.events` when a debounce window started it); null for manual runs.",
     )
+    account_id: str | None = Field(default=None, description="The account the run is about.")
+    costs: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="Model use per model (`key_type`): input, output and cached input tokens, USD, calls.",
+    )
 
 
 class Step(_Out):
@@ -162,6 +167,7 @@ class Step(_Out):
     output_tokens: int
     cached_input_tokens: int
     usd_cost: Decimal
+    model: str | None = Field(default=None, description="The model a decision step asked.")
 
 
 class RunDetail(Run):

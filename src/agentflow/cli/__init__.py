@@ -6,7 +6,23 @@ import logging
 
 import typer
 
-from agentflow.cli import bench, db, demo, events, keys, runs, serve, tasks, triggers, worker, workflows
+from agentflow.cli import (
+    accounts,
+    approvals,
+    bench,
+    db,
+    demo,
+    events,
+    keys,
+    knowledge,
+    report,
+    runs,
+    serve,
+    tasks,
+    triggers,
+    worker,
+    workflows,
+)
 
 app = typer.Typer(
     name="agentflow",
@@ -19,12 +35,17 @@ app.add_typer(workflows.app, name="workflows")
 app.add_typer(runs.app, name="runs")
 app.add_typer(events.app, name="events")
 app.add_typer(tasks.app, name="tasks")
+app.add_typer(knowledge.app, name="knowledge")
+app.add_typer(accounts.app, name="accounts")
+app.add_typer(approvals.app, name="approvals")
+app.add_typer(approvals.budget_app, name="budget")
 app.add_typer(keys.app, name="keys")
 app.add_typer(triggers.app, name="triggers")
 app.command("worker")(worker.worker)
 app.command("serve")(serve.serve)
 app.command("bench")(bench.bench)
 app.command("demo")(demo.demo)
+app.command("report")(report.report)
 
 
 @app.callback()

@@ -31,11 +31,17 @@ def settings_with(imports: list[str] | None = None) -> Settings:
     return settings
 
 
-def run_with_engine(action: Callable[[Engine], Awaitable[T]], *, imports: list[str] | None = None) -> T:
-    """Open the engine, run ``action``, close; turn agentflow errors into exit code 1."""
+def run_with_engine(
+    action: Callable[[Engine], Awaitable[T]],
+    *,
+    imports: list[str] | None = None,
+    settings: Settings | None = None,
+) -> T:
+    """Open the engine (on ``settings``, by default from the environment), run ``action``, close;
+    turn agentflow errors into exit code 1."""
 
     async def go() -> T:
-        async with Engine.open(settings_with(imports)) as engine:
+        async with Engine.open(settings or settings_with(imports)) as engine:
             return await action(engine)
 
     try:

@@ -1,161 +1,253 @@
-"""``agentflow demo``: workflows with tools, an engine-table write, a durable wait and a
-retry, run end to end on the embedded database, with each run's step timeline.
+"""``agentflow demo``: agent workflows end to end, offline, on the embedded database.
 
-The agent issue replaces this with the LLM-planned meeting-to-tasks demo.
+A meeting transcript becomes tasks (assignees, due dates, priorities) with an assignment email
+and a due-soon reminder (time compressed), completing the tasks re-triggers the run until it
+completes; a churn-risk signal gets a get-well plan from the knowledge base and its tasks; an
+email about pricing notifies the account owner. Emails go through real SMTP to a local sink
+the demo starts. It runs on the scripted model unless ``AGENTFLOW_MODEL`` names a real one.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
-from datetime import UTC, datetime, timedelta
+import functools
 from typing import Any
 
 import typer
-from rich.progress import Progress, SpinnerColumn, TextColumn
 from rich.table import Table
 
-import agentflow
-from agentflow import StepContext
-from agentflow.cli.common import console, run_with_engine
+from agentflow.cli.common import console, run_with_engine, settings_with
 from agentflow.cli.render import timeline
 from agentflow.core.records import RunRecord
+from agentflow.core.reports import summary_line
 from agentflow.engine import Engine
+from agentflow.integrations.smtp_sink import SmtpSink
 
-MEETING_FOLLOW_UP: dict[str, Any] = {
-    "name": "demo-meeting-follow-up",
-    "kind": "structured",
-    "description": "Turn a meeting transcript into follow-up tasks, then check on them later.",
-    "nodes": [
-        {"id": "extract", "type": "tool", "tool": "demo_extract_action_items",
-         "args": {"transcript": "{{ payload.transcript }}"}},
-        {"id": "tasks", "type": "tool", "tool": "demo_create_tasks",
-         "args": {"account": "{{ payload.account }}", "items": "{{ steps.extract.items }}"}},
-        {"id": "later", "type": "wait", "duration": "2s", "name": "a day later (compressed)"},
-        {"id": "check", "type": "tool", "tool": "demo_check_in",
-         "args": {"account": "{{ payload.account }}", "created": "{{ steps.tasks.created }}"}},
-        {"id": "done", "type": "finish",
-         "output": {"account": "{{ payload.account }}", "tasks": "{{ steps.tasks.created }}",
-                    "summary": "{{ steps.check.summary }}"}},
-    ],
-}  # fmt: skip
-
-CRM_SYNC: dict[str, Any] = {
-    "name": "demo-crm-sync",
-    "kind": "structured",
-    "description": "Push an account update to a flaky CRM: fails twice, then succeeds.",
-    "retry": {"max_attempts": 4, "initial_delay": "300ms", "backoff_factor": 2, "jitter": 0.1},
-    "nodes": [
-        {"id": "sync", "type": "tool", "tool": "demo_flaky_crm_sync",
-         "args": {"account": "{{ payload.account }}"}},
-        {"id": "done", "type": "finish", "output": "{{ steps.sync }}"},
-    ],
-}  # fmt: skip
-
-MEETINGS = [
-    ("Acme Corp", "Renewal call.\nACTION: Dana sends the renewal quote by Friday\n"
-                  "ACTION: Lee books a training session\nWe discussed pricing."),
-    ("Globex", "Kick-off.\nACTION: Sam shares the onboarding plan"),
-    ("Initech", "QBR.\nACTION: Dana reviews license usage\nACTION: Lee follows up on the API bug"),
+ACTIONS = {
+    "create_tasks": {"enabled": True, "expiry": "14d"},
+    "send_notifications": {"enabled": True},
+    "follow_ups": {"enabled": True},
+}
+WORKFLOWS: list[dict[str, Any]] = [
+    {
+        "name": "demo-meeting-follow-up",
+        "kind": "agent",
+        "prompt": "After each customer meeting, turn its action items into tasks for the right people "
+        "and follow them up until they are done.",
+        "sources": [{"type": "meeting"}],
+        "actions": ACTIONS,
+        "budget": {"max_model_calls": 12, "max_usd": 0.5},
+    },
+    {
+        "name": "demo-get-well",
+        "kind": "agent",
+        "type": "account",
+        "prompt": "Start a get-well plan for customers predicted to churn.",
+        "sources": [{"type": "signal"}],
+        "actions": ACTIONS,
+        "budget": {"max_model_calls": 8, "max_usd": 0.5},
+    },
+    {
+        "name": "demo-pricing-watch",
+        "kind": "agent",
+        "prompt": "Tell the account owner when a customer raises concerns about pricing.",
+        "sources": [{"type": "email"}],
+        "actions": {"send_notifications": {"enabled": True}},
+        "gate": {"instructions": "Only emails that discuss price, cost or discounts."},
+        "budget": {"max_model_calls": 4, "max_usd": 0.2},
+    },
+]
+ACCOUNTS = [
+    (
+        "acme",
+        "Acme Corp",
+        "dana@vendor.example",
+        {"plan": "enterprise", "renewal": "in 60 days", "seats": 250},
+    ),
+    ("globex", "Globex", "sam@vendor.example", {"plan": "growth", "health_score": 38, "seats": 40}),
+]
+TRANSCRIPT = """Acme weekly sync. Attendees: Dana (CSM), Lee (SE), Priya (Acme IT).
+Priya: the EU rollout is blocked until SSO works.
+Action item: Send the SSO setup guide to Priya; owner: lee@vendor.example; due: 2d; priority: high
+Action item: Book the executive business review; owner: dana@vendor.example; due: 3d; priority: medium
+Dana: we will check in next week.
+"""
+EVENTS: list[dict[str, Any]] = [
+    {"topic": "meeting.completed", "message_id": "demo-meeting-1", "account_id": "acme",
+     "data": {"title": "Acme weekly sync", "transcript": TRANSCRIPT}},
+    {"topic": "signal.health_score", "message_id": "demo-signal-1", "account_id": "globex",
+     "data": {"score": 38, "previous": 71, "prediction": "churn risk: high",
+              "reason": "logins fell 60% in 30 days"}},
+    {"topic": "email.received", "message_id": "demo-email-1", "account_id": "acme",
+     "data": {"from": "cfo@acme.example", "subject": "Renewal pricing",
+              "body": "The new pricing is 30% above our budget. Is there a discount for a 3-year term?"}},
+    {"topic": "email.received", "message_id": "demo-email-2", "account_id": "acme",
+     "data": {"from": "priya@acme.example", "subject": "Thanks",
+              "body": "Great session yesterday, thank you!"}},
 ]  # fmt: skip
-
-_ACTION = re.compile(r"^ACTION:\s*(?P<who>\w+)\s+(?P<what>.+)$", re.MULTILINE)
-_CRM_CALLS: dict[str, int] = {}
-
-
-@agentflow.tool(name="demo_extract_action_items")
-def extract_action_items(transcript: str) -> dict[str, Any]:
-    """Find the action items in a transcript (lines starting with 'ACTION:')."""
-    items = [{"owner": m["who"], "action": m["what"].strip()} for m in _ACTION.finditer(transcript)]
-    return {"items": items}
-
-
-@agentflow.tool(name="demo_create_tasks")
-def create_tasks(ctx: StepContext, account: str, items: list[dict[str, str]]) -> dict[str, Any]:
-    """Create one task per action item; the rows are written with the step's checkpoint."""
-    due = datetime.now(UTC) + timedelta(days=3)
-    for item in items:
-        ctx.create_task(
-            f"{item['owner']}: {item['action']}",
-            assignee=f"{item['owner'].lower()}@example.com",
-            due_at=due,
-            priority="high" if "renewal" in item["action"].lower() else "normal",
-            account_id=account,
-        )
-    return {"created": len(items)}
-
-
-@agentflow.tool(name="demo_check_in")
-async def check_in(account: str, created: int) -> dict[str, str]:
-    """Look at the account's tasks again after the wait."""
-    return {"summary": f"{created} follow-up task(s) open for {account}"}
-
-
-@agentflow.tool(name="demo_flaky_crm_sync")
-async def flaky_crm_sync(ctx: StepContext, account: str) -> dict[str, Any]:
-    """Fail the first two attempts (in this process), as a CRM outage would."""
-    _CRM_CALLS[account] = _CRM_CALLS.get(account, 0) + 1
-    if _CRM_CALLS[account] <= 2:
-        raise ConnectionError("CRM answered 503 Service Unavailable")
-    return {"synced": account, "attempt": ctx.attempt, "idempotency_key": ctx.idempotency_key}
 
 
 def demo(
-    timeout: float = typer.Option(60.0, help="Give up after this many seconds."),
+    timeout: float = typer.Option(90.0, help="Give up after this many seconds."),
 ) -> None:
-    """Run the demo workflows end to end on the embedded database."""
-    run_with_engine(lambda engine: _demo(engine, timeout))
+    """Run the agent demo end to end: a local SMTP sink, three agent workflows, four events."""
+    with SmtpSink() as sink:
+        # Reminders are time-compressed: a task due within 4 days counts as "due soon".
+        settings = settings_with().model_copy(
+            update={
+                "smtp_url": sink.url,
+                "smtp_from": "agentflow@vendor.example",
+                "reminder_due_soon_hours": 96.0,
+            }
+        )
+        run_with_engine(lambda engine: _demo(engine, sink, timeout), settings=settings)
 
 
-async def _demo(engine: Engine, timeout: float) -> None:
-    where = engine.settings.database_url or f"embedded PostgreSQL in {engine.settings.data_dir}"
-    console.print(f"[bold]agentflow demo[/] on {where}\n")
-    for config in (MEETING_FOLLOW_UP, CRM_SYNC):
+async def _demo(engine: Engine, sink: SmtpSink, timeout: float) -> None:
+    where = (
+        engine.settings.database_url and "your database"
+    ) or f"embedded PostgreSQL in {engine.settings.data_dir}"
+    model = engine.settings.model
+    console.print(f"[bold]agentflow demo[/] on {where}")
+    console.print(
+        f"model: {model}"
+        if model
+        else "model: the scripted provider (no model configured; set AGENTFLOW_MODEL=openai:gpt-4o-mini, ...)"
+    )
+    console.print(f"email: a local SMTP sink at {sink.url}\n")
+    for account_id, name, owner, attributes in ACCOUNTS:
+        await engine.accounts.upsert(account_id, name=name, owner=owner, attributes=attributes)
+    for config in WORKFLOWS:
         published = await engine.publish_workflow(config)
-        state = "published" if published.created else "unchanged"
-        console.print(f"{state} workflow [bold]{config['name']}[/] version {published.version.version}")
-    runs = [
-        await engine.start_run(MEETING_FOLLOW_UP["name"], {"account": a, "transcript": t})
-        for a, t in MEETINGS
-    ]
-    runs.append(await engine.start_run(CRM_SYNC["name"], {"account": "Acme Corp"}))
-    console.print(f"started {len(runs)} runs; a worker executes them (one waits 2 s, one retries)\n")
+        console.print(f"workflow [bold]{config['name']}[/] version {published.version.version}")
     worker = engine.worker(concurrency=8)
     worker_task = asyncio.create_task(worker.run())
+    deadline = asyncio.get_running_loop().time() + timeout
     try:
-        finished = await _watch(engine, runs, timeout)
+        await engine.events.publish(EVENTS)
+        console.print(f"published {len(EVENTS)} events: a meeting, a churn signal, two emails\n")
+        meeting = await _run_of(engine, "demo-meeting-follow-up", deadline)
+        await _follow_meeting(engine, sink, meeting, deadline)
+        for name in ("demo-get-well", "demo-pricing-watch"):
+            run = await _run_of(engine, name, deadline)
+            await _settled(engine, run, deadline)
+        await _mail_settled(engine, deadline)
     finally:
         worker.stop()
         await worker_task
-    for run in finished:
-        console.print(timeline(run, await engine.list_steps(run.id)))
-        if run.output is not None:
-            console.print(f"  output: {run.output}")
-        created = await engine.tasks.list(run_id=run.id)
-        if created:
-            table = Table(
-                "task", "assignee", "priority", "due", title="  tasks created", title_justify="left"
-            )
-            for task in created:
-                due = f"{task.due_at:%Y-%m-%d}" if task.due_at else "-"
-                table.add_row(task.title, task.assignee or "-", task.priority or "-", due)
-            console.print(table)
-        console.print()
-    ok = sum(r.status == "completed" for r in finished)
-    console.print(f"[bold]{ok}/{len(finished)} runs completed[/]")
-    if ok != len(finished):
+    ok = await _show(engine, sink)
+    if not ok:
         raise typer.Exit(1)
 
 
-async def _watch(engine: Engine, runs: list[RunRecord], timeout: float) -> list[RunRecord]:
-    deadline = asyncio.get_running_loop().time() + timeout
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), console=console, transient=True) as bar:
-        job = bar.add_task("running", total=len(runs))
-        while True:
-            current = [await engine.get_run(r.id) for r in runs]
-            done = sum(r.status.is_terminal for r in current)
-            statuses = ", ".join(sorted({r.status.value for r in current}))
-            bar.update(job, completed=done, description=f"{done}/{len(runs)} runs finished ({statuses})")
-            if done == len(runs) or asyncio.get_running_loop().time() > deadline:
-                return current
-            await asyncio.sleep(0.1)
+async def _follow_meeting(engine: Engine, sink: SmtpSink, run: RunRecord, deadline: float) -> None:
+    """Complete the meeting's tasks one by one, as the people would; each change wakes the run."""
+    run = await _settled(engine, run, deadline)
+    tasks = await engine.tasks.list(run_id=run.id)
+    console.print(f"the meeting run created {len(tasks)} tasks and waits for them")
+    await _wait_for(functools.partial(_reminders_sent, sink, len(tasks)), deadline)
+    for task in tasks:
+        before = (await engine.get_run(run.id)).step_seq
+        await engine.tasks.complete(task.id)
+        console.print(f"  completed task “{task.title}” (assigned to {task.assignee})")
+        await _wait_for(functools.partial(_moved, engine, run, before), deadline)
+        await _settled(engine, run, deadline)
+
+
+async def _reminders_sent(sink: SmtpSink, tasks: int) -> bool:
+    kinds = [m.subject for m in sink.messages]
+    return sum("due" in s.lower() for s in kinds) >= tasks or not tasks
+
+
+async def _moved(engine: Engine, run: RunRecord, seq: int) -> bool:
+    now = await engine.get_run(run.id)
+    return now.step_seq > seq and now.status != "in_progress"
+
+
+async def _run_of(engine: Engine, workflow: str, deadline: float) -> RunRecord:
+    while True:
+        found = await engine.list_runs(workflow=workflow)
+        if found:
+            return found[-1]
+        await _tick(deadline, f"no run of {workflow} started")
+
+
+async def _settled(engine: Engine, run: RunRecord, deadline: float) -> RunRecord:
+    """The run once it rests: finished, suspended, or waiting for something."""
+    while True:
+        now = await engine.get_run(run.id)
+        if now.status not in ("created", "in_progress"):
+            return now
+        await _tick(deadline, f"run {run.id} did not settle")
+
+
+async def _mail_settled(engine: Engine, deadline: float) -> None:
+    async def none_pending() -> bool:
+        return not await engine.db.pool.fetchval(
+            "SELECT count(*) FROM notifications WHERE status = 'pending'"
+        )
+
+    await _wait_for(none_pending, deadline)
+
+
+async def _wait_for(check: Any, deadline: float) -> None:
+    while not await check():
+        await _tick(deadline, "the demo took too long")
+
+
+async def _tick(deadline: float, problem: str) -> None:
+    if asyncio.get_running_loop().time() > deadline:
+        console.print(f"[red]{problem}[/]")
+        raise typer.Exit(1)
+    await asyncio.sleep(0.1)
+
+
+async def _show(engine: Engine, sink: SmtpSink) -> bool:
+    console.print()
+    results: dict[str, RunRecord] = {}
+    for config in WORKFLOWS:
+        for run in reversed(await engine.list_runs(workflow=config["name"])):
+            results[config["name"]] = run
+            console.print(f"[bold]{config['name']}[/] (account {run.account_id})")
+            console.print(timeline(run, await engine.list_steps(run.id)))
+            if run.output and run.output.get("summary"):
+                console.print(f"  summary: {run.output['summary']}")
+            plan = (run.state.get("agent") or {}).get("plan")
+            if plan:
+                cited = "; ".join(dict.fromkeys(c["title"] for c in plan.get("citations", [])))
+                console.print(f"  plan: {len(plan.get('steps', []))} steps, citing {cited}")
+            created = await engine.tasks.list(run_id=run.id)
+            if created:
+                table = Table(
+                    "task", "assignee", "priority", "due", "status", title="  tasks", title_justify="left"
+                )
+                for t in created:
+                    due = f"{t.due_at:%Y-%m-%d}" if t.due_at else "-"
+                    table.add_row(t.title, t.assignee or "-", t.priority or "-", due, t.status)
+                console.print(table)
+            console.print()
+    mail = Table("to", "subject", title="emails the SMTP sink received", title_justify="left")
+    for m in sink.messages:
+        mail.add_row(", ".join(m.rcpt_tos), m.subject)
+    console.print(mail)
+    report = await engine.reports.impact()
+    console.print("\n[bold]What has this agent done for me?[/]")
+    console.print(summary_line(report), highlight=False, markup=False)
+    if engine.settings.model:
+        return all(r.status != "failed" for r in results.values())
+    meeting, churn, pricing = (results.get(c["name"]) for c in WORKFLOWS)
+    subjects = " ".join(m.subject.lower() for m in sink.messages)
+    pricing_runs = await engine.list_runs(workflow=WORKFLOWS[2]["name"])
+    checks = {
+        "the meeting run completed": meeting is not None and meeting.status == "completed",
+        "the churn run made a plan and tasks": churn is not None
+        and bool((churn.state.get("agent") or {}).get("plan"))
+        and bool(await engine.tasks.list(run_id=churn.id)),
+        "the pricing email notified the owner": pricing is not None and pricing.status == "completed"
+        and "pricing concern" in subjects,
+        "assignment and due-soon emails went out": "new task" in subjects and "due soon" in subjects,
+        "the gate kept the thank-you email out": len(pricing_runs) == 1,
+    }  # fmt: skip
+    for check, passed in checks.items():
+        console.print(f"{'[green]✓[/]' if passed else '[red]✗[/]'} {check}")
+    return all(checks.values())

@@ -59,9 +59,25 @@ def timeline(run: RunRecord, steps: list[StepRecord]) -> Table:
     for s in steps:
         offset = (s.started_at - run.created_at).total_seconds()
         error = f"{s.error.get('code')}: {s.error.get('message', '')}" if s.error else None
-        detail = (error if len(error) <= 60 else error[:59] + "…") if error else short(s.output, 60)
+        detail = (error if len(error) <= 60 else error[:59] + "…") if error else _detail(s)
+        label = (
+            f"{s.node_id} ({s.name or s.kind})"
+            if s.node_id
+            else f"{s.kind.removeprefix('agent.')} {s.name or ''}"
+        )
         table.add_row(
-            f"{offset:.3f}s", str(s.seq), f"{s.node_id or '-'} ({s.name or s.kind})", str(s.attempt),
+            f"{offset:.3f}s", str(s.seq), label, str(s.attempt),
             status_text(s.status), f"{s.duration_ms:.1f}", detail,
         )  # fmt: skip
     return table
+
+
+def _detail(step: StepRecord) -> str:
+    """What a step did, shortly: an agent decision shows the calls it made."""
+    out = step.output
+    if step.kind == "agent.decide" and isinstance(out, dict):
+        names = [c.get("name", "?") for c in out.get("tool_calls", [])]
+        return f"→ {', '.join(names)}" if names else short(out.get("content"), 60)
+    if step.kind == "agent.tool" and isinstance(out, dict):
+        return short(out.get("result"), 60)
+    return short(out, 60)

@@ -91,3 +91,26 @@ def retry(run_id: str = typer.Argument(..., help="The run id.")) -> None:
         console.print(f"run {run.id}: retrying from step {run.step_seq}")
 
     run_with_engine(go)
+
+
+@app.command("resume")
+def resume(
+    run_id: str = typer.Argument(..., help="The run id."),
+    add_model_calls: int | None = typer.Option(None, "--add-model-calls", min=0, help="More model calls."),
+    add_tool_calls: int | None = typer.Option(None, "--add-tool-calls", min=0, help="More tool calls."),
+    add_tokens: int | None = typer.Option(None, "--add-tokens", min=0, help="More tokens."),
+    add_usd: float | None = typer.Option(None, "--add-usd", min=0, help="More USD."),
+    add_wall_seconds: float | None = typer.Option(None, "--add-wall-seconds", min=0, help="More wall time."),
+) -> None:
+    """Resume an agent run a budget suspended, granting it more budget."""
+    given = {
+        "model_calls": add_model_calls, "tool_calls": add_tool_calls, "tokens": add_tokens, "usd": add_usd,
+        "wall_seconds": add_wall_seconds,
+    }  # fmt: skip
+    add = {k: float(v) for k, v in given.items() if v is not None}
+
+    async def go(engine: Engine) -> None:
+        run = await engine.governance.resume((await engine.get_run(run_id)).id, add)
+        console.print(f"run {run.id}: resumed")
+
+    run_with_engine(go)

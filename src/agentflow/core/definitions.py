@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
 import orjson
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
+from agentflow.core.agent_config import TOOL_NAME_PATTERN, Action, Budget, ContextLimits, HttpTool, Impact
 from agentflow.core.durations import parse_duration
 from agentflow.core.errors import ConfigError
 from agentflow.core.node_specs import NODE_SPECS, NodeSpec
@@ -75,32 +86,58 @@ class Source(BaseModel):
     type: str = Field(pattern=SOURCE_PATTERN)
 
 
-class Action(BaseModel):
-    """One entry of an agent workflow's ``actions`` map."""
-
-    model_config = ConfigDict(extra="allow", frozen=True)
-    enabled: bool = False
-
-
 class AgentConfig(WorkflowBase):
-    """An LLM-planned workflow (seed 000). Execution arrives with the agent issue.
+    """An LLM-planned workflow (seed 000): a model plans and acts through tools.
 
     Attributes:
         prompt: the trigger and objective, in the admin's words.
         type: ``event`` runs are keyed on event id + account id, ``account`` on account id.
+        model: ``provider:model`` (default: the ``AGENTFLOW_MODEL`` setting, else scripted).
         sources: event sources that can start the workflow.
-        actions: which built-in actions the model may take, e.g. ``create_tasks``.
-        tools: extra registered tool names the model may call.
+        actions: which built-in actions the model may take: ``create_tasks`` (with
+            ``expiry``), ``send_notifications``, ``follow_ups`` (the ``wait`` tool).
+        tools: registered Python tools (``@agentflow.tool``) the model may call.
+        http_tools: HTTP tools the model may call, through the guarded HTTP client.
+        approvals: tool names whose every call a person must approve first.
+        budget: per-run limits; past one the run is suspended.
+        impact: how the impact report values the agent's work.
+        context: how much history the model sees verbatim.
         gate: ask a model whether each matching event should start a run (see ``Gate``).
     """
 
     kind: Literal["agent"] = "agent"
     prompt: str = Field(min_length=1, max_length=20_000)
     type: Literal["event", "account"] = "event"
+    model: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.:/@-]{1,200}$")
     sources: list[Source] = Field(default_factory=list)
     actions: dict[str, Action] = Field(default_factory=dict)
-    tools: list[str] = Field(default_factory=list)
+    tools: list[str] = Field(default_factory=list, max_length=100)
+    http_tools: list[HttpTool] = Field(default_factory=list, max_length=100)
+    approvals: list[str] = Field(default_factory=list, max_length=100)
+    budget: Budget = Budget()
+    impact: Impact = Impact()
+    context: ContextLimits = ContextLimits()
     gate: Gate | None = None
+
+    @field_validator("tools", "approvals")
+    @classmethod
+    def _names(cls, value: list[str]) -> list[str]:
+        bad = [v for v in value if not re.match(TOOL_NAME_PATTERN, v)]
+        if bad:
+            raise ValueError(f"invalid tool name(s) {bad}: letters, digits, _ and -, starting with a letter")
+        return value
+
+    @model_validator(mode="after")
+    def _unique_tools(self) -> AgentConfig:
+        names = [t.name for t in self.http_tools] + list(self.tools)
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"tool name(s) {twice} are declared more than once")
+        return self
+
+    def action(self, name: str) -> Action:
+        """The ``actions`` entry ``name`` (disabled when absent)."""
+        return self.actions.get(name) or Action()
 
 
 class StructuredConfig(WorkflowBase):

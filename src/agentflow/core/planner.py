@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from agentflow.core.definitions import StructuredConfig
+from agentflow.core.agent_state import AgentState
+from agentflow.core.definitions import AgentConfig, StructuredConfig
 from agentflow.core.errors import ErrorInfo
 from agentflow.core.inbox import AWAITING_EVENT
 from agentflow.core.node_specs import NodeSpec
@@ -76,9 +77,14 @@ class Transition:
         return self.step_status == "completed"
 
 
-def initial_state(config: StructuredConfig, variables: dict[str, Any] | None = None) -> dict[str, Any]:
+def initial_state(
+    config: StructuredConfig | AgentConfig, variables: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The state a new run starts with: its first node and, when the workflow declares a
-    ``state_definition``, every variable (``variables`` given, else defaults; already checked)."""
+    ``state_definition``, every variable (``variables`` given, else defaults; already checked).
+    An agent run starts deciding (``agentflow.core.agent_state``)."""
+    if isinstance(config, AgentConfig):
+        return AgentState().to_json()
     if config.state_definition is None:
         return {"node": config.start_id}
     return {"node": config.start_id, "vars": initial_variables(config.state_definition, variables)}

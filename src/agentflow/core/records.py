@@ -80,6 +80,8 @@ class RunRecord(_FromRow):
     completed_at: datetime | None
     canceled_at: datetime | None
     trigger: dict[str, Any] | None = None  # what started it: source, event(s); see docs/triggers.md
+    account_id: str | None = None  # the account the run is about (from its event by default)
+    costs: list[dict[str, Any]] | None = None  # per-model tokens and USD (seed 002 costs[])
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", RunStatus(self.status))
@@ -109,6 +111,7 @@ class StepRecord(_FromRow):
     output_tokens: int
     cached_input_tokens: int
     usd_cost: Decimal
+    model: str | None = None
 
     @property
     def duration_ms(self) -> float:

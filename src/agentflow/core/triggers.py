@@ -151,11 +151,13 @@ class Gate(BaseModel):
         instructions: extra guidance for the gate, beside the workflow's prompt.
         on_error: what happens when the gate cannot answer after its attempts: ``skip`` the
             event (default) or ``start`` the run anyway.
+        model: the model that decides (``provider:model``; default: the workflow's).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     enabled: bool = True
+    model: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.:/@-]{1,200}$")
     instructions: str | None = Field(default=None, max_length=10_000)
     on_error: Literal["skip", "start"] = "skip"
 

@@ -136,12 +136,6 @@ async def start(
     reason: dict[str, Any],
 ) -> Decision:
     """Start a run for ``key`` or act on its active run as the trigger's mode says."""
-    if not isinstance(config, StructuredConfig):
-        return Decision(
-            "not_runnable",
-            key=key,
-            reason={**reason, "note": "agent workflows cannot run in this version yet"},
-        )
     trigger = trigger_of(config)
     outcome = await dispatch.start_or_enroll(
         conn, version.workspace_id, version.workflow_id, version.version, key,

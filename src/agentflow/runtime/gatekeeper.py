@@ -14,61 +14,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass, field
-from typing import Any, Protocol
 
 from agentflow.core.definitions import AgentConfig
 from agentflow.core.errors import NotFoundError
+from agentflow.core.gate import EventGate, GateQuestion, GateVerdict
 from agentflow.runtime.admission import proceed
 from agentflow.runtime.configs import ConfigCache
 from agentflow.store import dispatch, gates, workflows
 from agentflow.store.database import Database, unavailable
+
+__all__ = ["EventGate", "GateQuestion", "GateUnavailable", "GateVerdict", "Gatekeeper", "NoGate"]
 
 logger = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3
 LEASE_SECONDS = 60.0
 ASK_TIMEOUT = 30.0
-
-
-@dataclass(frozen=True)
-class GateQuestion:
-    """What the gate is asked.
-
-    Attributes:
-        workflow: the workflow's name.
-        prompt: its prompt (the trigger and objective, in the admin's words).
-        instructions: the gate's own instructions, if any.
-        event: the event document (topic, message_id, data, account_id, published_at).
-    """
-
-    workflow: str
-    prompt: str
-    instructions: str | None
-    event: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class GateVerdict:
-    """The gate's answer: start or not, and why (recorded with the decision).
-
-    Attributes:
-        start: True to start (or enroll) the workflow for this event.
-        reason: why, in words a person can check.
-        details: anything else worth recording (model, tokens, confidence).
-    """
-
-    start: bool
-    reason: str
-    details: dict[str, Any] = field(default_factory=dict)
-
-
-class EventGate(Protocol):
-    """Decides whether an event should start a workflow."""
-
-    async def decide(self, question: GateQuestion) -> GateVerdict:
-        """Answer the question; raise to have it asked again later."""
-        ...
 
 
 class GateUnavailable(Exception):
@@ -146,7 +107,13 @@ class Gatekeeper:
             return
         assert isinstance(config, AgentConfig)
         assert config.gate is not None  # only gated agent workflows queue requests
-        question = GateQuestion(config.name, config.prompt, config.gate.instructions, request.event)
+        question = GateQuestion(
+            config.name,
+            config.prompt,
+            config.gate.instructions,
+            request.event,
+            config.gate.model or config.model,
+        )
         try:
             async with asyncio.timeout(ASK_TIMEOUT):
                 verdict = await self.gate.decide(question)

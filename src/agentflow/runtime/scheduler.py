@@ -1,5 +1,5 @@
-"""The scheduler: starts runs of workflows that declare a cron ``schedule``, and closes
-debounce windows whose time has come (the same time loop).
+"""The scheduler: starts runs of workflows that declare a cron ``schedule``, closes
+debounce windows whose time has come, and writes task reminders (the same time loop).
 
 Each tick claims due schedule rows (``FOR UPDATE SKIP LOCKED``, so any number of workers may
 run it), plans what to start with the schedule's catch-up policy on the database clock, and
@@ -15,11 +15,11 @@ import logging
 import time
 
 from agentflow.core import planner
-from agentflow.core.definitions import StructuredConfig
 from agentflow.core.schedules import next_fire, plan_catch_up
 from agentflow.runtime import metrics
 from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.debouncer import close_windows
+from agentflow.runtime.reminders import ReminderScanner
 from agentflow.store import debounce, dispatch, events, schedules
 from agentflow.store.database import UNAVAILABLE_ERRORS, Database, unavailable
 
@@ -55,6 +55,7 @@ class Scheduler:
         self._stopping = asyncio.Event()
         self._configs = ConfigCache(db.pool)
         self._next_prune = 0.0
+        self.reminders = ReminderScanner(db, every=poll_interval)
 
     def stop(self) -> None:
         """Return from ``run`` after the current tick."""
@@ -73,7 +74,7 @@ class Scheduler:
                     await schedules.advance(conn, row.workspace_id, row.workflow_id, row.last_fire, None)
                     continue
                 plan = plan_catch_up(config.schedule, row.last_fire, now)
-                if row.active and isinstance(config, StructuredConfig):
+                if row.active:
                     for fire in plan.fires:
                         await schedules.start_scheduled(
                             conn,
@@ -89,6 +90,7 @@ class Scheduler:
                 await schedules.advance(conn, row.workspace_id, row.workflow_id, plan.cursor, following)
         async with self.db.pool.acquire() as conn, conn.transaction():
             await close_windows(conn, self._configs, self.batch_size)
+        await self.reminders.tick()  # task reminders, at most once per poll interval
         return started
 
     async def prune(self) -> tuple[int, int]:

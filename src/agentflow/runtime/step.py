@@ -23,7 +23,7 @@ from agentflow.core.step_context import StepContext
 from agentflow.nodes.base import NodeEnv
 from agentflow.nodes.registry import runner_for
 from agentflow.store import json_codec
-from agentflow.store.runs import RunWrite, StepWrite
+from agentflow.store.checkpoints import NO_EFFECTS, Effects, RunWrite, StepWrite
 
 _rand = random.Random()
 
@@ -35,7 +35,7 @@ class StepOutcome:
     transition: Transition
     run: RunWrite
     step: StepWrite
-    tasks: list[dict[str, Any]]
+    effects: Effects = NO_EFFECTS
 
 
 @dataclass(frozen=True)
@@ -222,7 +222,7 @@ def _outcome(
         error=error.to_json() if error else None,
         duration=duration,
     )
-    return StepOutcome(transition, run, step, tasks)
+    return StepOutcome(transition, run, step, Effects(tasks=tasks))
 
 
 def _task_doc(task: Any) -> dict[str, Any]:

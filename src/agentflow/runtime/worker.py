@@ -19,20 +19,23 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 from uuid import UUID
 
-from agentflow.core.definitions import StructuredConfig
-from agentflow.core.errors import ErrorInfo
+from agentflow.agent.env import AgentEnv
+from agentflow.agent.gate import ModelGate
+from agentflow.core.definitions import AgentConfig
 from agentflow.core.inbox import EMPTY
-from agentflow.core.planner import Transition
 from agentflow.core.records import RunRecord
 from agentflow.core.statuses import RunStatus
 from agentflow.core.tools import ToolRegistry, default_registry
+from agentflow.llm.base import ModelProvider
 from agentflow.nodes.base import NodeEnv
 from agentflow.nodes.threads import ToolThreads
-from agentflow.runtime import metrics, step
+from agentflow.runtime import agent_step, metrics, step
+from agentflow.runtime.agent_setup import build_agent_env
 from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.dispatcher import Dispatcher
 from agentflow.runtime.failpoints import failpoint
 from agentflow.runtime.gatekeeper import EventGate, Gatekeeper
+from agentflow.runtime.notifier import Notifier
 from agentflow.runtime.scheduler import Scheduler
 from agentflow.settings import Settings
 from agentflow.store import inbox, reads, runs
@@ -72,8 +75,10 @@ class Worker:
         dispatch: also run the dispatcher (events -> runs), the scheduler (cron and debounce
             windows -> runs) and the gatekeeper (gated events -> runs); any number of workers
             may, each batch, due schedule, window or gate request is handled by one of them.
-        gate: the event gate the gatekeeper asks (default: none; gated events then follow
-            their workflow's ``gate.on_error``).
+        gate: the event gate the gatekeeper asks (default: the workflow's model, see
+            ``agentflow.agent.gate.ModelGate``).
+        model: answer every model call of agent runs and the gate with this provider (tests,
+            the demo); by default each workflow's ``model`` decides.
     """
 
     def __init__(
@@ -86,6 +91,7 @@ class Worker:
         name: str | None = None,
         dispatch: bool = True,
         gate: EventGate | None = None,
+        model: ModelProvider | None = None,
     ) -> None:
         self.db = db
         self.settings = settings
@@ -95,6 +101,8 @@ class Worker:
         self._configs = ConfigCache(db.pool)
         self.threads = ToolThreads()
         self._env = NodeEnv(self._tools, self.threads, {})
+        self.agents: AgentEnv = build_agent_env(db, settings, self._tools, self.threads, model=model)
+        gate = gate or ModelGate(self.agents.model, self.agents.prices)
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
         # Claims by run id. A run can be re-claimed by this same worker after its lease
@@ -115,6 +123,14 @@ class Worker:
                     else None,
                 ),
                 Gatekeeper(db, gate, owner=self.name, poll_interval=settings.poll_interval),
+                Notifier(
+                    db,
+                    self.agents.http,
+                    smtp_url=settings.smtp_url,
+                    smtp_from=settings.smtp_from,
+                    owner=self.name,
+                    poll_interval=settings.poll_interval,
+                ),
             ]
             if dispatch
             else []
@@ -149,6 +165,7 @@ class Worker:
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
             await listener.close()
+            await self.agents.aclose()
 
     async def _keep_running(self, companion: Companion) -> None:
         """Run a companion; if it fails, log why and start it again after a pause.
@@ -240,17 +257,23 @@ class Worker:
         token = run.fencing_token
         try:
             config = await self._configs.get(run.workspace_id, run.workflow_id, run.workflow_version)
-            if not isinstance(config, StructuredConfig):
-                await self._fail_unrunnable(run, token)
-                return
-            outputs = await reads.step_outputs(self.db.pool, run.workspace_id, run.id) if run.step_seq else {}
+            agent = isinstance(config, AgentConfig)
+            outputs = (
+                await reads.step_outputs(self.db.pool, run.workspace_id, run.id)
+                if run.step_seq and not agent
+                else {}
+            )
             # The inbox is read here and after a checkpoint that counts new deliveries, never
             # before every step: a step costs its checkpoint statement and nothing more.
             pending = await inbox.load(self.db.pool, run.workspace_id, run.id) if inbox_seq else EMPTY
             cursor = step.Cursor.of(run, outputs, pending)
             while True:
                 failpoint("before_step")
-                held.step = asyncio.ensure_future(step.execute(config, run, cursor, self._env, token))
+                held.step = asyncio.ensure_future(
+                    agent_step.execute(config, run, cursor, self.agents, token)
+                    if isinstance(config, AgentConfig)
+                    else step.execute(config, run, cursor, self._env, token)
+                )
                 try:
                     outcome = await held.step
                 finally:
@@ -307,7 +330,7 @@ class Worker:
         failpoint("before_checkpoint")
         done = await runs.checkpoint(
             self.db.pool, run.workspace_id, run.id, token, self.name,
-            outcome.run, outcome.step, outcome.tasks,
+            outcome.run, outcome.step, outcome.effects,
         )  # fmt: skip
         failpoint("after_checkpoint")
         if done is None:
@@ -328,25 +351,6 @@ class Worker:
                 self._planned_wake = due
                 self._wake.set()
         return done if status == RunStatus.IN_PROGRESS else None
-
-    async def _fail_unrunnable(self, run: RunRecord, token: int) -> None:
-        error = ErrorInfo(
-            "kind_not_runnable",
-            "agent workflows cannot run in this version of agentflow yet",
-            solution="Use a structured workflow, or upgrade agentflow.",
-        )
-        outcome = step.StepOutcome(
-            transition=Transition(RunStatus.FAILED, run.state, "failed", error=error),
-            run=runs.RunWrite(
-                "failed", "kind_not_runnable", run.state, None, error.to_json(), False
-            ),
-            step=runs.StepWrite(
-                run.step_seq, run.attempt + 1, None, "agent", None, "failed", None, None,
-                error.to_json(), 0.0,
-            ),
-            tasks=[],
-        )  # fmt: skip
-        await self._checkpoint(run, token, outcome)
 
     async def _heartbeat_loop(self) -> None:
         interval = self.settings.lease_ttl / 3

@@ -17,7 +17,9 @@ from uuid import UUID
 
 import asyncpg
 
+from agentflow.core.accounts import is_account_topic
 from agentflow.core.events import Event, Position, Publication
+from agentflow.store import accounts
 from agentflow.store.database import Connection
 
 EVENTS_CHANNEL = "agentflow_events"
@@ -56,7 +58,15 @@ async def publish(
 
     One statement (one commit) for the whole batch; the answer follows the input's order.
     Given a connection inside a transaction, the events commit with the caller's other writes.
+    New ``account.*`` events also upsert their accounts, in the same transaction.
     """
+    if any(is_account_topic(e.topic) for e in events):
+        if isinstance(pool, asyncpg.Pool):
+            async with pool.acquire() as conn, conn.transaction():
+                return await publish(conn, workspace_id, events)
+        if not pool.is_in_transaction():
+            async with pool.transaction():
+                return await publish(pool, workspace_id, events)
     rows = await pool.fetch(
         _PUBLISH,
         workspace_id,
@@ -69,6 +79,7 @@ async def publish(
     found: dict[tuple[str, str], Publication] = {
         (r["topic"], r["message_id"]): Publication(_event(r), True) for r in rows
     }
+    await accounts.apply_events(pool, workspace_id, [p.event for p in found.values()])
     missing = [e for e in events if (e.topic, e.message_id) not in found]
     if missing:  # published before (or concurrently): read them in a new snapshot
         existing = await pool.fetch(

@@ -8,16 +8,20 @@ All lease and timer arithmetic uses the database clock (``now()``).
 from __future__ import annotations
 
 import contextlib
-import functools
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 import asyncpg
 
 from agentflow.core.records import RunRecord
+from agentflow.store.checkpoints import Checkpointed, Effects, RunWrite, StepWrite, checkpoint
 from agentflow.store.database import WAKE_CHANNEL, Connection
+
+__all__ = [
+    "Checkpointed", "Claimed", "Effects", "RunWrite", "StepWrite", "cancel", "checkpoint", "claim",
+    "finish_cancel", "heartbeat", "release", "retry", "seconds_to_next_due", "start",
+]  # fmt: skip
 
 _START = f"""
 WITH ins AS (
@@ -111,158 +115,6 @@ async def claim(
     """
     rows = await pool.fetch(_CLAIM, owner, limit, lease_ttl, max_rescues)
     return [Claimed(RunRecord.from_row(r), r["rescued"], r["inbox_seq"]) for r in rows]
-
-
-_CHECKPOINT = """
-WITH r AS (
-    UPDATE runs SET
-        status = $5,
-        status_reason = $6,
-        state = $7,
-        output = $8,
-        error = $9,
-        step_seq = step_seq + $10::int,
-        attempt = CASE WHEN $10::int = 1 THEN 0 ELSE attempt + 1 END,
-        rescues = CASE WHEN $10::int = 1 THEN 0 ELSE rescues END,
-        -- Going on (in_progress): the lease and due_at stay as they are (heartbeats extend
-        -- them), so the update changes no indexed column and can be HOT.
-        due_at = CASE $5
-            WHEN 'in_progress' THEN due_at
-            -- A wait for an event ('awaiting_event', core.inbox.AWAITING_EVENT) is due at once
-            -- when a delivery arrived that the step did not see ($23: the count it saw). The
-            -- count is read from this row, which a delivery updates, so a delivery that holds
-            -- the row now is waited for and counted: no wake-up is lost.
-            WHEN 'waiting' THEN CASE WHEN $6::text = 'awaiting_event' AND inbox_seq > $23::bigint
-                                     THEN now()
-                                     WHEN $12::timestamptz IS NULL
-                                     THEN now() + make_interval(secs => $11)
-                                     ELSE greatest(now(), $12::timestamptz) END END,
-        lease_owner = CASE WHEN $5 = 'in_progress' THEN lease_owner END,
-        lease_expires_at = CASE WHEN $5 = 'in_progress' THEN lease_expires_at END,
-        completed_at = CASE WHEN $5 IN ('completed', 'failed') THEN now() END,
-        updated_at = now()
-    WHERE workspace_id = $1 AND id = $2 AND fencing_token = $3 AND lease_owner = $4
-      AND status = 'in_progress' AND step_seq = $13
-    RETURNING workspace_id, id, status, due_at, cancel_requested, inbox_seq,
-              extract(epoch FROM due_at - now())::float8 AS due_in
-), s AS (
-    INSERT INTO run_steps (workspace_id, run_id, seq, attempt, node_id, kind, name, status,
-                           input, output, error, idempotency_key, worker, fencing_token,
-                           started_at, finished_at)
-    SELECT r.workspace_id, r.id, $13, $14, $15, $16, $17, $18, $19, $20, $21,
-           r.id::text || ':' || $13, $4, $3,
-           clock_timestamp() - make_interval(secs => $22), clock_timestamp()
-    FROM r
-)
-
-SELECT * FROM r
-"""
-# Consuming the inbox rows the step saw ($ROWS), exactly once with the step (fenced by r).
-_CONSUME = """, c AS (
-    UPDATE run_inbox i SET consumed_at = now(), consumed_seq = $13
-    FROM r WHERE i.workspace_id = r.workspace_id AND i.run_id = r.id
-      AND i.id = ANY($ROWS::bigint[]) AND i.consumed_at IS NULL
-)"""
-# Inserting the tasks the step asked for ($TASKS), exactly once with the step.
-_TASKS = """, t AS (
-    INSERT INTO tasks (workspace_id, id, run_id, origin_key, title, description, assignee,
-                       due_at, priority, system_generated, account_id, metadata)
-    SELECT r.workspace_id, gen_random_uuid(), r.id, r.id::text || ':' || $13 || ':' || x.n,
-           x.doc->>'title', x.doc->>'description', x.doc->>'assignee',
-           (x.doc->>'due_at')::timestamptz, x.doc->>'priority', true, x.doc->>'account_id',
-           coalesce(x.doc->'metadata', '{}')
-    FROM r, jsonb_array_elements($TASKS::jsonb) WITH ORDINALITY AS x(doc, n)
-)"""
-
-
-@functools.cache
-def _checkpoint_statement(consume: bool, tasks: bool) -> str:
-    """The checkpoint with only the writes this step needs (the common step needs neither)."""
-    extra, number = "", 24
-    if consume:
-        extra, number = extra + _CONSUME.replace("$ROWS", f"${number}"), number + 1
-    if tasks:
-        extra += _TASKS.replace("$TASKS", f"${number}")
-    return _CHECKPOINT.replace("\nSELECT * FROM r", extra + "\nSELECT * FROM r")
-
-
-@dataclass(frozen=True)
-class StepWrite:
-    """The audit row of one step attempt."""
-
-    seq: int
-    attempt: int
-    node_id: str | None
-    kind: str
-    name: str | None
-    status: str
-    input: Any
-    output: Any
-    error: dict[str, Any] | None
-    duration: float
-
-
-@dataclass(frozen=True)
-class RunWrite:
-    """How the run moves at a checkpoint.
-
-    ``inbox_seen`` is the run's delivery count as of the inbox the step saw (a wait for an event
-    is due at once when the row's count is higher); ``consumed`` lists the inbox rows the step
-    used, consumed by this checkpoint.
-    """
-
-    status: str
-    status_reason: str | None
-    state: dict[str, Any]
-    output: Any
-    error: dict[str, Any] | None
-    advance: bool
-    wake_after: float | None = None
-    wake_at: datetime | None = None
-    inbox_seen: int = 0
-    consumed: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True)
-class Checkpointed:
-    """A checkpoint that held: the run's new status, when due later how soon, and its delivery
-    count (higher than the step saw: something arrived meanwhile)."""
-
-    status: str
-    due_in: float | None
-    cancel_requested: bool
-    inbox_seq: int = 0
-
-
-async def checkpoint(
-    pool: asyncpg.Pool,
-    workspace_id: UUID,
-    run_id: UUID,
-    token: int,
-    owner: str,
-    run: RunWrite,
-    step: StepWrite,
-    tasks: list[dict[str, Any]],
-) -> Checkpointed | None:
-    """Record a step and move the run in one statement, fenced on ``token``.
-
-    Returns None when the lease was lost: nothing was written.
-    """
-    args: list[Any] = [
-        workspace_id, run_id, token, owner,
-        run.status, run.status_reason, run.state, run.output, run.error, int(run.advance),
-        run.wake_after or 0.0, run.wake_at,
-        step.seq, step.attempt, step.node_id, step.kind, step.name, step.status,
-        step.input, step.output, step.error, step.duration, run.inbox_seen,
-    ]  # fmt: skip
-    if run.consumed:
-        args.append(list(run.consumed))
-    if tasks:
-        args.append(tasks)
-    row = await pool.fetchrow(_checkpoint_statement(bool(run.consumed), bool(tasks)), *args)
-    if row is None:
-        return None
-    return Checkpointed(row["status"], row["due_in"], row["cancel_requested"], row["inbox_seq"])
 
 
 _HEARTBEAT = (

@@ -49,6 +49,10 @@ DROP INDEX notifications_pending;
 CREATE INDEX notifications_due ON notifications (due_at) WHERE status = 'pending';
 CREATE INDEX notifications_by_run ON notifications (workspace_id, run_id) WHERE run_id IS NOT NULL;
 
+-- Task reminders (assigned, due soon, overdue) scan the open tasks by due date.
+CREATE INDEX tasks_open_due ON tasks (due_at)
+    WHERE status IN ('open', 'in_progress') AND due_at IS NOT NULL;
+
 -- A side-effecting tool call waiting for a person. It is bound to a hash of the exact
 -- arguments: a decision applies only to the call it was asked about (G7).
 CREATE TABLE approvals (

@@ -1,0 +1,71 @@
+"""What the worker lends agent runs: models, prices, knowledge, the guarded HTTP client, tools."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+import httpx
+
+from agentflow.core.pricing import PriceTable
+from agentflow.core.tools import ToolRegistry
+from agentflow.knowledge.base import KnowledgeBase
+from agentflow.llm.base import ModelProvider
+from agentflow.nodes.threads import ToolThreads
+
+logger = logging.getLogger(__name__)
+
+ModelResolver = Callable[[str | None], tuple[ModelProvider, str]]
+"""Turns a workflow's ``model`` (``provider:model`` or None for the default) into a provider
+and the vendor's model name."""
+
+
+@dataclass
+class AgentEnv:
+    """Everything an agent step needs besides its run.
+
+    Attributes:
+        pool: the database pool, for the reads a decision makes (never held across a call).
+        resolve_model: picks the provider of a workflow's ``model``.
+        prices: USD per million tokens by model.
+        knowledge: the knowledge base behind ``generate_plan``.
+        http: the guarded HTTP client (HTTP tools, Slack); every URL is checked.
+        model_http: the guarded HTTP client of model providers (a longer deadline).
+        tools: registered Python tools.
+        threads: runs sync tools, a thread per call.
+        workspace_daily_usd / workspace_daily_tokens: the default daily workspace budget.
+        approval_timeout: seconds an approval request waits before it expires.
+    """
+
+    pool: asyncpg.Pool
+    resolve_model: ModelResolver
+    prices: PriceTable
+    knowledge: KnowledgeBase
+    http: httpx.AsyncClient
+    model_http: httpx.AsyncClient
+    tools: ToolRegistry
+    threads: ToolThreads
+    workspace_daily_usd: float = 0.0
+    workspace_daily_tokens: int = 0
+    approval_timeout: float = 7 * 86_400.0
+    _providers: dict[str | None, tuple[ModelProvider, str]] = field(default_factory=dict)
+
+    def model(self, ref: str | None) -> tuple[ModelProvider, str]:
+        """The provider and model name for ``ref``, built once per ref."""
+        found = self._providers.get(ref)
+        if found is None:
+            found = self.resolve_model(ref)
+            self._providers[ref] = found
+        return found
+
+    async def aclose(self) -> None:
+        """Close the HTTP clients."""
+        await self.http.aclose()
+        await self.model_http.aclose()
+
+    async def call_sync(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        """Run a blocking tool on its own thread."""
+        return await self.threads.call(fn, *args, **kwargs)

@@ -1,0 +1,318 @@
+"""The agent loop: one durable step at a time, deciding with the model or acting through a tool.
+
+``decide``: check the budgets, build the context, ask the model with the enabled tools; its
+tool calls become the run's pending calls. ``act``: execute the first pending call as its own
+step (checked against the allow-list and its schema, approved first when it must be). The worker
+checkpoints each step; a step that is cut off is done again from its start, and its writes to
+the engine's tables happen only with its checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from agentflow.agent import toolbox
+from agentflow.agent.calls import CallContext, ToolOutcome, refusal
+from agentflow.agent.env import AgentEnv
+from agentflow.core import planner
+from agentflow.core.agent_context import DECIDE_KIND, TOOL_KIND, ContextInputs, build_messages
+from agentflow.core.agent_state import (
+    AgentState,
+    Breach,
+    allowed_tools,
+    arguments_hash,
+    check_budget,
+    check_workspace_budget,
+    needs_approval,
+)
+from agentflow.core.chat import ModelRequest, ToolCall
+from agentflow.core.definitions import AgentConfig
+from agentflow.core.errors import ErrorInfo, StepFailure
+from agentflow.core.inbox import AWAITING_EVENT, Inbox
+from agentflow.core.planner import Transition
+from agentflow.core.records import RunRecord
+from agentflow.core.statuses import RunStatus
+from agentflow.llm.base import ModelError
+from agentflow.store import agent_reads
+from agentflow.store.checkpoints import NO_EFFECTS, Effects, ModelUsage
+
+AWAITING_APPROVAL = "awaiting_approval"
+MAX_CALLS_PER_DECISION = 16
+_rand = random.Random()
+
+
+@dataclass(frozen=True)
+class AgentStep:
+    """One agent step's result, for the worker to checkpoint.
+
+    Attributes:
+        transition: how the run moves.
+        kind / name: the step's kind (``agent.decide``, ``agent.tool``, ``agent.approval``,
+            ``agent.budget``) and name (the model or the tool).
+        input / output / error: the step's audit record.
+        effects: writes made with the checkpoint.
+        consumes_inbox: the step used the inbox (a decision saw the new events).
+    """
+
+    transition: Transition
+    kind: str
+    name: str | None
+    input: Any
+    output: Any
+    error: ErrorInfo | None
+    effects: Effects
+    consumes_inbox: bool = False
+    duration: float = 0.0
+
+
+async def next_step(
+    config: AgentConfig, run: RunRecord, state_doc: dict[str, Any], inbox: Inbox, attempt: int,
+    seq: int, token: int, env: AgentEnv,
+) -> AgentStep:  # fmt: skip
+    """Execute the run's next agent step once."""
+    started = time.monotonic()
+    state = AgentState.from_json(state_doc)
+    if state.phase == "act" and state.pending:
+        step = await _act(config, run, state, attempt, seq, token, env)
+    else:
+        step = await _decide(config, run, state, inbox, attempt, env)
+    return AgentStep(**{**step.__dict__, "duration": time.monotonic() - started})
+
+
+async def _decide(
+    config: AgentConfig, run: RunRecord, state: AgentState, inbox: Inbox, attempt: int, env: AgentEnv
+) -> AgentStep:
+    breach = await _budget_breach(config, run, state, env, before="model")
+    if breach is not None:
+        return _suspend(state, breach)
+    account = (
+        await agent_reads.account(env.pool, run.workspace_id, run.account_id) if run.account_id else None
+    )
+    inputs = ContextInputs(
+        workflow=config.name,
+        prompt=config.prompt,
+        account=account,
+        trigger=run.trigger,
+        payload=run.input,
+        steps=await agent_reads.history(env.pool, run.workspace_id, run.id),
+        tasks=await agent_reads.run_tasks(env.pool, run.workspace_id, run.id),
+        events=inbox.view(),
+        plan=state.plan,
+        tools=allowed_tools(config),
+        now=datetime.now(UTC),
+        limits=config.context,
+    )
+    messages = build_messages(inputs)
+    provider, model = env.model(config.model)
+    request = ModelRequest(model, messages, toolbox.tool_schemas(config, env.tools))
+    step_input = {
+        "events": inputs.events,
+        "messages": len(messages),
+        "chars": sum(len(m.content) for m in messages),
+    }
+    try:
+        response = await provider.request(request)
+    except ModelError as exc:
+        info = ErrorInfo(exc.code, exc.message, {"provider": provider.name, "model": model, **exc.details})
+        return _failed(
+            config, state, attempt, info, exc.retryable, DECIDE_KIND, f"{provider.name}:{model}", step_input
+        )
+    calls = tuple(
+        ToolCall(c.id or f"call_{n}", c.name, c.arguments)
+        for n, c in enumerate(response.message.tool_calls[:MAX_CALLS_PER_DECISION])
+    )
+    usd = env.prices.cost(response.model or model, response.usage)
+    usage = ModelUsage(
+        model if model == provider.name else f"{provider.name}:{model}",
+        response.usage.input_tokens,
+        response.usage.output_tokens,
+        response.usage.cached_input_tokens,
+        usd,
+    )
+    output = {
+        "content": response.message.content,
+        "tool_calls": [c.to_json() for c in calls],
+        "finish_reason": response.finish_reason,
+        "usage": {**response.usage.__dict__, "usd_cost": round(usd, 6)},
+    }
+    after = state.after_decision(calls, response.usage, usd)
+    if not calls:  # an answer without a call ends the run, its text as the summary
+        summary = response.message.content.strip() or "The model had nothing to do."
+        transition = Transition(
+            RunStatus.COMPLETED, after.to_json(), "completed", output=_result(after, summary)
+        )
+    else:
+        transition = Transition(RunStatus.IN_PROGRESS, after.to_json(), "completed")
+    return AgentStep(
+        transition,
+        DECIDE_KIND,
+        usage.model,
+        step_input,
+        output,
+        None,
+        Effects(usage=usage),
+        consumes_inbox=True,
+    )
+
+
+async def _act(
+    config: AgentConfig, run: RunRecord, state: AgentState, attempt: int, seq: int, token: int, env: AgentEnv
+) -> AgentStep:
+    call = state.pending[0]
+    breach = await _budget_breach(config, run, state, env, before="tool")
+    if breach is not None:
+        return _suspend(state, breach)
+    account = (
+        await agent_reads.account(env.pool, run.workspace_id, run.account_id) if run.account_id else None
+    )
+    ctx = CallContext(run, config, call, seq, attempt, token, account, datetime.now(UTC), env)
+    step_input = {"call_id": call.id, "arguments": call.arguments}
+    outcome = toolbox.check_call(config, env.tools, call.name, call.arguments)
+    if outcome is None and needs_approval(config, call.name):
+        gate = await _approval_gate(ctx, state, env)
+        if isinstance(gate, AgentStep):
+            return gate
+        outcome = gate
+    if outcome is None:
+        try:
+            async with asyncio.timeout(config.timeout.total_seconds()):
+                outcome = await toolbox.run_call(ctx, call.arguments)
+        except TimeoutError:
+            info = ErrorInfo("step_timeout", f"tool {call.name!r} did not finish within {config.timeout}")
+            return _failed(config, state, attempt, info, True, TOOL_KIND, call.name, step_input, call)
+        except StepFailure as failure:
+            if failure.retryable:
+                return _failed(
+                    config, state, attempt, failure.info, True, TOOL_KIND, call.name, step_input, call
+                )
+            outcome = refusal(failure.info.code, failure.info.message)
+        except Exception as exc:  # a tool's own bug or outage: retried per the workflow's policy
+            info = ErrorInfo("tool_exception", f"{type(exc).__name__}: {exc}"[:2000])
+            return _failed(config, state, attempt, info, True, TOOL_KIND, call.name, step_input, call)
+    return _acted(state, call, outcome, step_input)
+
+
+def _acted(state: AgentState, call: ToolCall, outcome: ToolOutcome, step_input: Any) -> AgentStep:
+    after = state.after_call(plan=outcome.plan)
+    output: dict[str, Any] = {"call_id": call.id, "result": outcome.result}
+    if outcome.refused:
+        output["refused"] = True
+    effects = (
+        Effects(tasks=outcome.tasks, notifications=outcome.notifications)
+        if not outcome.refused
+        else NO_EFFECTS
+    )
+    if outcome.complete is not None:
+        if after.pending:
+            output["skipped"] = [c.to_json() for c in after.pending]
+        done = AgentState(**{**after.__dict__, "pending": (), "phase": "decide"})
+        result = _result(done, outcome.complete)
+        transition = Transition(RunStatus.COMPLETED, done.to_json(), "completed", output=result)
+    elif outcome.wait_until is not None:
+        reason = AWAITING_EVENT if outcome.wake_on_event else "timer"
+        transition = Transition(
+            RunStatus.WAITING, after.to_json(), "completed", wake_at=outcome.wait_until, reason=reason
+        )
+    else:
+        transition = Transition(RunStatus.IN_PROGRESS, after.to_json(), "completed")
+    return AgentStep(transition, TOOL_KIND, call.name, step_input, output, None, effects)
+
+
+async def _approval_gate(
+    ctx: CallContext, state: AgentState, env: AgentEnv
+) -> AgentStep | ToolOutcome | None:
+    """Ask for approval (the run waits), or return what the decision says: None to go ahead."""
+    call = ctx.call
+    digest = arguments_hash(call.name, call.arguments)
+    asked = state.approval
+    pending = asked if asked and asked.get("call_id") == call.id and asked.get("hash") == digest else None
+    # New requests are named by the step that makes them: call ids may repeat across decisions.
+    approval_id = (
+        uuid.UUID(pending["id"]) if pending else uuid.uuid5(ctx.run.id, f"approval:{ctx.seq}:{digest}")
+    )
+    if pending is not None:
+        found = await agent_reads.approval(env.pool, ctx.run.workspace_id, approval_id)
+        if found is not None:
+            if found["status"] == "approved" and found["arguments_hash"] == digest:
+                return None
+            if found["status"] == "rejected":
+                why = found["reason"] or "no reason given"
+                return refusal(
+                    "approval_rejected", f"{found['decided_by'] or 'a person'} rejected this call: {why}"
+                )
+            if found["status"] == "expired" or found["expired"]:
+                return refusal("approval_expired", "nobody approved this call in time")
+    request = {
+        "id": str(approval_id),
+        "tool": call.name,
+        "arguments": call.arguments,
+        "arguments_hash": digest,
+        "expires_in": env.approval_timeout,
+    }
+    waiting = AgentState(
+        **{**state.__dict__, "approval": {"id": str(approval_id), "call_id": call.id, "hash": digest}}
+    )
+    output = {
+        "approval_id": str(approval_id),
+        "tool": call.name,
+        "arguments_hash": digest,
+        "status": "pending",
+    }
+    transition = Transition(
+        RunStatus.WAITING,
+        waiting.to_json(),
+        "completed",
+        wake_after=timedelta(seconds=env.approval_timeout),
+        reason=AWAITING_APPROVAL,
+    )
+    effects = Effects(approval=request) if pending is None else NO_EFFECTS
+    step_input = {"call_id": call.id, "arguments": call.arguments}
+    return AgentStep(transition, "agent.approval", call.name, step_input, output, None, effects)
+
+
+async def _budget_breach(
+    config: AgentConfig, run: RunRecord, state: AgentState, env: AgentEnv, *, before: str
+) -> Breach | None:
+    elapsed = await agent_reads.elapsed_seconds(env.pool, run.workspace_id, run.id)
+    breach = check_budget(config.budget, state, elapsed, before=before)
+    if breach is not None or before != "model":
+        return breach
+    used_usd, used_tokens, own_usd, own_tokens = await agent_reads.workspace_spend(env.pool, run.workspace_id)
+    limit_usd = own_usd if own_usd is not None else env.workspace_daily_usd
+    limit_tokens = own_tokens if own_tokens is not None else env.workspace_daily_tokens
+    return check_workspace_budget(used_usd, used_tokens, limit_usd, limit_tokens)
+
+
+def _suspend(state: AgentState, breach: Breach) -> AgentStep:
+    info = ErrorInfo(breach.code, breach.message, breach.details, breach.solution)
+    transition = Transition(RunStatus.SUSPENDED, state.to_json(), "completed", reason=breach.code, error=info)
+    output = {"suspended": breach.code, "message": breach.message, **breach.details}
+    return AgentStep(transition, "agent.budget", breach.code, None, output, None, NO_EFFECTS)
+
+
+def _failed(
+    config: AgentConfig, state: AgentState, attempt: int, info: ErrorInfo, retryable: bool, kind: str,
+    name: str, step_input: Any, call: ToolCall | None = None,
+) -> AgentStep:  # fmt: skip
+    transition = planner.on_failure(config.retry, state.to_json(), attempt, info, retryable, _rand.random)
+    if transition.status == RunStatus.FAILED and call is not None:
+        # A tool that keeps failing does not end the run: the model sees the error and decides.
+        return _acted(state, call, refusal(info.code, info.message), step_input)
+    return AgentStep(transition, kind, name, step_input, None, info, NO_EFFECTS)
+
+
+def _result(state: AgentState, summary: str) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "summary": summary,
+        "model_calls": state.model_calls,
+        "tool_calls": state.tool_calls,
+    }
+    if state.plan is not None:
+        result["plan"] = state.plan
+    return result

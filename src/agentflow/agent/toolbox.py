@@ -1,0 +1,160 @@
+"""The tools an agent run's model may call: their schemas, their checks, and running them.
+
+Three kinds: the built-ins (``agentflow.agent.builtins``), Python tools registered with
+``@agentflow.tool`` and named in the workflow's ``tools``, and the workflow's ``http_tools``
+(requests through the guarded HTTP client). A name not on the workflow's allow-list is refused
+whatever the model says.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from agentflow.agent import builtins
+from agentflow.agent.calls import CallContext, ToolOutcome, refusal, schema_problems
+from agentflow.core.agent_config import HttpTool
+from agentflow.core.agent_state import allowed_tools, enabled_builtins
+from agentflow.core.chat import ToolSchema
+from agentflow.core.definitions import AgentConfig
+from agentflow.core.errors import StepFailure
+from agentflow.core.step_context import StepContext
+from agentflow.core.templating import render
+from agentflow.core.tools import ToolRegistry
+
+MAX_RESULT_CHARS = 16_000
+
+
+def tool_schemas(config: AgentConfig, registry: ToolRegistry) -> tuple[ToolSchema, ...]:
+    """The schemas of every tool the workflow lets its model call."""
+    schemas = [builtins.SCHEMAS[name] for name in enabled_builtins(config)]
+    for name in config.tools:
+        try:
+            spec = registry.get(name)
+        except StepFailure:
+            continue  # refused when called: the worker lacks the module that defines it
+        schemas.append(ToolSchema(name, spec.description or name, _schema_of(spec.args_model)))
+    schemas += [ToolSchema(t.name, t.description or t.name, t.parameters) for t in config.http_tools]
+    return tuple(schemas)
+
+
+def check_call(
+    config: AgentConfig, registry: ToolRegistry, name: str, arguments: dict[str, Any]
+) -> ToolOutcome | None:
+    """A refusal when the call is not allowed or its arguments do not fit, else None."""
+    if name not in allowed_tools(config):
+        return refusal(
+            "tool_not_allowed",
+            f"{name!r} is not one of this workflow's tools ({', '.join(allowed_tools(config))})",
+        )
+    schema = _schema(config, registry, name)
+    if schema is None:
+        return refusal("tool_unavailable", f"no tool named {name!r} is registered in this worker")
+    problems = schema_problems(schema, arguments)
+    if problems:
+        return refusal("invalid_tool_args", f"arguments for {name!r} are invalid: " + "; ".join(problems))
+    return None
+
+
+def side_effecting(config: AgentConfig, registry: ToolRegistry, name: str) -> bool:
+    """Whether the tool changes the world (informational: approvals follow ``approvals``)."""
+    if name in ("create_task", "send_notification"):
+        return True
+    for tool in config.http_tools:
+        if tool.name == name:
+            return tool.changes_world
+    try:
+        return registry.get(name).side_effecting
+    except StepFailure:
+        return False
+
+
+async def run_call(ctx: CallContext, arguments: dict[str, Any]) -> ToolOutcome:
+    """Execute an allowed, checked call.
+
+    Raises:
+        StepFailure: a retryable failure of the tool (the step is retried with backoff).
+    """
+    name = ctx.call.name
+    if name == "generate_plan":
+        return await builtins.generate_plan(ctx, arguments)
+    if name == "create_task":
+        return builtins.create_task(ctx, arguments)
+    if name == "send_notification":
+        return builtins.send_notification(ctx, arguments)
+    if name == "wait":
+        return builtins.wait(ctx, arguments)
+    if name == "complete":
+        return builtins.complete(ctx, arguments)
+    for tool in ctx.config.http_tools:
+        if tool.name == name:
+            return await _call_http(ctx, tool, arguments)
+    return await _call_python(ctx, arguments)
+
+
+def _schema(config: AgentConfig, registry: ToolRegistry, name: str) -> dict[str, Any] | None:
+    if name in builtins.SCHEMAS:
+        return builtins.SCHEMAS[name].parameters
+    for tool in config.http_tools:
+        if tool.name == name:
+            return tool.parameters
+    try:
+        return _schema_of(registry.get(name).args_model)
+    except StepFailure:
+        return None
+
+
+def _schema_of(model: Any) -> dict[str, Any]:
+    schema: dict[str, Any] = model.model_json_schema()
+    schema.pop("title", None)
+    return schema
+
+
+async def _call_python(ctx: CallContext, arguments: dict[str, Any]) -> ToolOutcome:
+    spec = ctx.env.tools.get(ctx.call.name)
+    kwargs = spec.validate_args(arguments)
+    step_ctx = StepContext(
+        workspace_id=ctx.run.workspace_id,
+        run_id=ctx.run.id,
+        workflow_id=ctx.run.workflow_id,
+        step_seq=ctx.seq,
+        attempt=ctx.attempt,
+        fencing_token=ctx.token,
+        payload=ctx.run.input if isinstance(ctx.run.input, dict) else {"value": ctx.run.input},
+    )
+    if spec.wants_context:
+        kwargs["ctx"] = step_ctx
+    output = await spec.fn(**kwargs) if spec.is_async else await ctx.env.call_sync(spec.fn, **kwargs)
+    tasks = [{**t.__dict__, "due_at": t.due_at.isoformat() if t.due_at else None} for t in step_ctx.tasks]
+    return ToolOutcome(result=output, tasks=tasks)
+
+
+async def _call_http(ctx: CallContext, tool: HttpTool, arguments: dict[str, Any]) -> ToolOutcome:
+    scope = {"args": arguments, "run": {"id": str(ctx.run.id), "workflow_id": str(ctx.run.workflow_id)}}
+    url = str(render(tool.url, scope))
+    headers = {k: str(v) for k, v in render(dict(tool.headers), scope).items()}
+    headers["Idempotency-Key"] = ctx.idempotency_key
+    body: dict[str, Any] = {"params": arguments} if tool.method == "GET" else {"json": arguments}
+    try:
+        response = await ctx.env.http.request(
+            tool.method, url, headers=headers, timeout=tool.timeout.total_seconds(), **body
+        )
+    except StepFailure:
+        raise  # the guarded client's own verdicts (destination_blocked, response_too_large, ...)
+    except httpx.TimeoutException:
+        raise StepFailure("http_timeout", f"{tool.name}: {url} did not answer in time") from None
+    except httpx.HTTPError as exc:
+        raise StepFailure("http_failed", f"{tool.name}: {type(exc).__name__}: {exc}") from None
+    if response.status_code == 429 or response.status_code >= 500:
+        raise StepFailure("http_failed", f"{tool.name}: {url} answered {response.status_code}")
+    try:
+        content: Any = response.json()
+    except ValueError:
+        content = response.text[:MAX_RESULT_CHARS]
+    result = {"status": response.status_code, "body": content}
+    if response.status_code >= 400:
+        return ToolOutcome(
+            result={"error": {"code": "http_error", "message": f"HTTP {response.status_code}"}, **result}
+        )
+    return ToolOutcome(result=result)

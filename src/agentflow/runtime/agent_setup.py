@@ -1,0 +1,63 @@
+"""Assemble what agent runs need from the settings: models, prices, knowledge, the HTTP client."""
+
+from __future__ import annotations
+
+import logging
+
+from agentflow.agent import script
+from agentflow.agent.env import AgentEnv
+from agentflow.core.tools import ToolRegistry
+from agentflow.integrations.guarded_http import guarded_client
+from agentflow.knowledge.base import KnowledgeBase
+from agentflow.llm.base import ModelProvider
+from agentflow.llm.pricing_file import load_price_table
+from agentflow.llm.scripted import ScriptedProvider
+from agentflow.llm.select import provider_for
+from agentflow.nodes.threads import ToolThreads
+from agentflow.settings import Settings
+from agentflow.store.database import Database
+
+logger = logging.getLogger(__name__)
+
+
+def default_scripted() -> ScriptedProvider:
+    """The scripted provider used when no model is configured (``agentflow.agent.script``)."""
+    return ScriptedProvider(script.respond)
+
+
+def build_agent_env(
+    db: Database,
+    settings: Settings,
+    tools: ToolRegistry,
+    threads: ToolThreads,
+    *,
+    model: ModelProvider | None = None,
+) -> AgentEnv:
+    """The agent environment of one worker.
+
+    Args:
+        model: answer every model call with this provider (tests, the demo); by default each
+            workflow's ``model`` (else ``AGENTFLOW_MODEL``, else the scripted provider) decides.
+    """
+    http = guarded_client(allow=settings.http_allow_list)
+    # Model calls get their own client: its deadline covers a whole (long) model answer.
+    model_http = guarded_client(allow=settings.http_allow_list, timeout=settings.model_timeout + 5.0)
+    scripted = default_scripted()
+
+    def resolve(ref: str | None) -> tuple[ModelProvider, str]:
+        if model is not None:
+            return model, (ref.split(":", 1)[-1] if ref else model.name)
+        return provider_for(ref, settings, http_client=model_http, scripted=scripted)
+
+    return AgentEnv(
+        pool=db.pool,
+        resolve_model=resolve,
+        prices=load_price_table(settings.pricing_file),
+        knowledge=KnowledgeBase(db),
+        http=http,
+        model_http=model_http,
+        tools=tools,
+        threads=threads,
+        workspace_daily_usd=settings.workspace_daily_usd,
+        workspace_daily_tokens=settings.workspace_daily_tokens,
+    )

@@ -1,0 +1,56 @@
+"""Execute one step of an agent run and describe its checkpoint (as ``step`` does for nodes)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from agentflow.agent.env import AgentEnv
+from agentflow.agent.loop import next_step
+from agentflow.core.definitions import AgentConfig
+from agentflow.core.records import RunRecord
+from agentflow.runtime.step import Cursor, StepOutcome
+from agentflow.store import json_codec
+from agentflow.store.checkpoints import RunWrite, StepWrite
+
+
+async def execute(
+    config: AgentConfig, run: RunRecord, cursor: Cursor, env: AgentEnv, token: int
+) -> StepOutcome:
+    """Run the agent's next step once and say how to checkpoint it."""
+    attempt = cursor.attempt + 1
+    step = await next_step(config, run, cursor.state, cursor.inbox, attempt, cursor.step_seq, token, env)
+    t = step.transition
+    output = step.output if t.advances else None
+    try:
+        json_codec.encode(output)
+    except json_codec.UnstorableJson as exc:  # a tool returned what jsonb cannot store
+        problem = {
+            "code": "output_not_storable",
+            "message": f"the tool returned what cannot be stored: {exc}",
+        }
+        output = {"call_id": (step.input or {}).get("call_id"), "result": {"error": problem}}
+    run_write = RunWrite(
+        status=t.status.value,
+        status_reason=t.reason,
+        state=t.state,
+        output=t.output if t.status.is_terminal else None,
+        error=t.error.to_json() if t.error else None,
+        advance=t.advances,
+        wake_after=t.wake_after.total_seconds() if t.wake_after else None,
+        wake_at=t.wake_at,
+    )
+    step_write = StepWrite(
+        seq=cursor.step_seq,
+        attempt=attempt,
+        node_id=None,
+        kind=step.kind,
+        name=step.name,
+        status=t.step_status,
+        input=step.input,
+        output=output,
+        error=step.error.to_json() if step.error else None,
+        duration=step.duration,
+    )
+    consumed = cursor.inbox.ids if (step.consumes_inbox and t.advances) else ()
+    run_write = replace(run_write, inbox_seen=cursor.inbox.seen, consumed=consumed)
+    return StepOutcome(t, run_write, step_write, step.effects)

@@ -1,0 +1,142 @@
+"""The notifier: delivers the notification outbox by email (SMTP), Slack and webhooks.
+
+A loop beside every worker's claim loop. It claims due rows with a lease, sends each outside
+any transaction, and records the outcome. Temporary failures are retried with backoff;
+permanent ones (a rejected address, a bad webhook) fail the row with the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import httpx
+
+from agentflow.core.errors import ConfigError, StepFailure
+from agentflow.integrations.email import EmailSender
+from agentflow.integrations.slack import post_slack, post_webhook
+from agentflow.store import notifications
+from agentflow.store.database import Database, unavailable
+
+logger = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 8
+LEASE_SECONDS = 60.0
+BATCH = 20
+
+
+class Notifier:
+    """Delivers pending notifications until stopped.
+
+    Args:
+        db: the database.
+        http: the guarded HTTP client (Slack, webhooks).
+        smtp_url / smtp_from: the SMTP server and sender (no URL: email rows fail with a reason).
+        owner: this notifier's lease name.
+        poll_interval: the longest it sleeps between looks.
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        http: httpx.AsyncClient,
+        *,
+        smtp_url: str | None,
+        smtp_from: str,
+        owner: str,
+        poll_interval: float = 1.0,
+    ) -> None:
+        self._db = db
+        self._http = http
+        self._owner = owner
+        self._poll = poll_interval
+        self._stopping = asyncio.Event()
+        self._email: EmailSender | None = None
+        self._email_problem: str | None = None
+        if smtp_url:
+            try:
+                self._email = EmailSender(smtp_url, smtp_from)
+            except ConfigError as exc:
+                self._email_problem = exc.info.message
+        else:
+            self._email_problem = "no SMTP server is configured: set AGENTFLOW_SMTP_URL"
+
+    def stop(self) -> None:
+        """Stop after the current batch."""
+        self._stopping.set()
+
+    async def run(self) -> None:
+        """Deliver until ``stop()``."""
+        while not self._stopping.is_set():
+            try:
+                sent = await self.deliver_due()
+                wait = 0.0 if sent == BATCH else await self._sleep_for()
+            except Exception as exc:
+                if not unavailable(exc):
+                    raise
+                logger.warning("notifier: database unavailable (%s)", exc)
+                wait = self._poll
+            if wait > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), wait)
+
+    async def _sleep_for(self) -> float:
+        due = await notifications.seconds_to_next(self._db.pool)
+        # Overdue but not claimed (another notifier holds it this instant): look again soon.
+        return self._poll if due is None else max(0.05, min(self._poll, due))
+
+    async def deliver_due(self) -> int:
+        """Claim and deliver one batch; return how many were claimed."""
+        batch = await notifications.claim(self._db.pool, self._owner, BATCH, LEASE_SECONDS)
+        await asyncio.gather(*(self._deliver(row) for row in batch))
+        return len(batch)
+
+    async def _deliver(self, row: dict[str, Any]) -> None:
+        pool, ws, note_id = self._db.pool, row["workspace_id"], row["id"]
+        try:
+            await self._send(row)
+        except StepFailure as failure:
+            final = not failure.retryable or row["attempts"] >= MAX_ATTEMPTS
+            retry_in = None if final else min(2.0 ** row["attempts"], 3600.0)
+            logger.warning("notification %s: %s", note_id, failure.info.message)
+            await notifications.mark_failed(pool, ws, note_id, self._owner, failure.info.to_json(), retry_in)
+            return
+        except Exception as exc:  # a bug or an unexpected library error: retry, then give up
+            error = {"code": "notification_exception", "message": f"{type(exc).__name__}: {exc}"[:2000]}
+            retry_in = None if row["attempts"] >= MAX_ATTEMPTS else min(2.0 ** row["attempts"], 3600.0)
+            logger.exception("notification %s failed", note_id)
+            await notifications.mark_failed(pool, ws, note_id, self._owner, error, retry_in)
+            return
+        await notifications.mark_sent(pool, ws, note_id, self._owner)
+
+    async def _send(self, row: dict[str, Any]) -> None:
+        key = str(row["id"])
+        channel, metadata = row["channel"], row["metadata"] or {}
+        if channel == "email":
+            if self._email is None:
+                raise StepFailure(
+                    "smtp_not_configured", self._email_problem or "no SMTP server", retryable=False
+                )
+            domain = self._email.sender.domain
+            headers = {"X-Agentflow-Notification": key}
+            if row["run_id"]:
+                headers["X-Agentflow-Run"] = str(row["run_id"])
+            await self._email.send(
+                row["recipient"], row["subject"] or "(no subject)", row["body"],
+                message_id=f"<{key}@{domain}>", headers=headers,
+            )  # fmt: skip
+        elif channel == "slack":
+            url = metadata.get("slack_webhook_url")
+            if not url:
+                raise StepFailure(
+                    "slack_not_configured", "the notification names no Slack webhook", retryable=False
+                )
+            text = f"*{row['subject']}*\n{row['body']}" if row["subject"] else row["body"]
+            await post_slack(self._http, url, text, idempotency_key=key)
+        elif channel == "webhook":
+            payload = {"id": key, "subject": row["subject"], "body": row["body"], "kind": row["kind"]}
+            await post_webhook(self._http, row["recipient"], payload, key)
+        else:
+            raise StepFailure("channel_unknown", f"cannot deliver channel {channel!r}", retryable=False)

@@ -1,0 +1,90 @@
+"""Named reads for agent runs: their history, the tasks they created, the account, today's spend.
+
+Each is one short statement outside any transaction; a decision reads them, then asks the
+model with no connection held.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+
+from agentflow.core.agent_context import HistoryStep
+
+
+async def history(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID) -> list[HistoryStep]:
+    """The run's completed agent steps, oldest first."""
+    rows = await pool.fetch(
+        "SELECT seq, kind, name, input, output FROM run_steps"
+        " WHERE workspace_id = $1 AND run_id = $2 AND status = 'completed' AND kind LIKE 'agent.%'"
+        " ORDER BY seq",
+        workspace_id, run_id,
+    )  # fmt: skip
+    return [HistoryStep(r["seq"], r["kind"], r["name"], r["input"], r["output"]) for r in rows]
+
+
+async def run_tasks(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID) -> list[dict[str, Any]]:
+    """The tasks the run created, as they are now (full content, for the model)."""
+    rows = await pool.fetch(
+        "SELECT id, title, description, assignee, due_at, priority, status, account_id, revision,"
+        " expires_at, completed_at FROM tasks WHERE workspace_id = $1 AND run_id = $2"
+        " ORDER BY created_at, id",
+        workspace_id, run_id,
+    )  # fmt: skip
+    return [
+        {
+            k: (v.isoformat() if hasattr(v, "isoformat") else str(v) if isinstance(v, UUID) else v)
+            for k, v in r.items()
+        }
+        for r in rows
+    ]
+
+
+async def account(pool: asyncpg.Pool, workspace_id: UUID, account_id: str) -> dict[str, Any] | None:
+    """What is known about an account, or None."""
+    row = await pool.fetchrow(
+        "SELECT id, name, owner, attributes FROM accounts WHERE workspace_id = $1 AND id = $2",
+        workspace_id, account_id,
+    )  # fmt: skip
+    return dict(row) if row else None
+
+
+async def workspace_spend(
+    pool: asyncpg.Pool, workspace_id: UUID
+) -> tuple[float, int, float | None, int | None]:
+    """Today's (UTC) model spend and tokens, and the workspace's own daily limits (None: default)."""
+    row = await pool.fetchrow(
+        "SELECT coalesce(u.usd_cost, 0)::float8 AS usd,"
+        " coalesce(u.input_tokens + u.output_tokens, 0) AS tokens,"
+        " b.daily_usd::float8 AS daily_usd, b.daily_tokens"
+        " FROM (SELECT $1::uuid AS ws) w"
+        " LEFT JOIN workspace_usage u ON u.workspace_id = w.ws AND u.day = (now() AT TIME ZONE 'UTC')::date"
+        " LEFT JOIN workspace_budgets b ON b.workspace_id = w.ws",
+        workspace_id,
+    )
+    assert row is not None
+    return float(row["usd"]), int(row["tokens"]), row["daily_usd"], row["daily_tokens"]
+
+
+async def approval(pool: asyncpg.Pool, workspace_id: UUID, approval_id: UUID) -> dict[str, Any] | None:
+    """An approval request with whether it has expired (database clock)."""
+    row = await pool.fetchrow(
+        "SELECT id, tool, arguments_hash, status, reason, decided_by,"
+        " (status = 'pending' AND expires_at IS NOT NULL AND expires_at <= now()) AS expired,"
+        " extract(epoch FROM expires_at - now())::float8 AS expires_in"
+        " FROM approvals WHERE workspace_id = $1 AND id = $2",
+        workspace_id, approval_id,
+    )  # fmt: skip
+    return dict(row) if row else None
+
+
+async def elapsed_seconds(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID) -> float:
+    """Seconds since the run started (database clock)."""
+    value = await pool.fetchval(
+        "SELECT extract(epoch FROM now() - coalesce(started_at, created_at))::float8 FROM runs"
+        " WHERE workspace_id = $1 AND id = $2",
+        workspace_id, run_id,
+    )  # fmt: skip
+    return float(value or 0.0)
