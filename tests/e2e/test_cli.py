@@ -9,12 +9,38 @@ from pathlib import Path
 from tests.support.cli import cli_env, run_cli
 
 
-def test_demo_runs_every_workflow_to_completion(database_url: str) -> None:
-    result = run_cli(["demo"], cli_env(database_url), timeout=120)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "4/4 runs completed" in result.stdout
-    assert "Dana: sends the renewal quote by Friday" in result.stdout  # a task row written by a step
-    assert result.stdout.count("failed") >= 2, "the flaky CRM's failed attempts are in the timeline"
+def test_demo_runs_the_agent_workflows_end_to_end(database_url: str) -> None:
+    result = run_cli(["demo"], cli_env(database_url), timeout=180)
+    out = result.stdout
+    assert result.returncode == 0, out + result.stderr
+    assert "scripted provider (no model configured" in out
+    assert out.count("✓") == 5 and "✗" not in out, out
+    assert "New task for you: Send the SSO setup" in out  # the assignment email, through SMTP
+    assert "Due soon: Send the SSO setup guide" in out  # the time-compressed reminder
+    assert "Pricing concern from Acme Corp" in out
+    assert "All 2 tasks are done" in out  # the completions re-triggered the run until it completed
+    assert "plan: 8 steps, citing Get-well plan" in out
+    assert "What has this agent done for me?" in out and "Meetings analysed 1" in out
+
+
+def test_budget_and_approvals_commands(database_url: str) -> None:
+    env = cli_env(database_url)
+    set_ = run_cli(["budget", "set", "--usd", "3.5", "--tokens", "1000"], env)
+    assert set_.returncode == 0 and "$3.50 / 1,000 tokens" in set_.stdout, set_.stderr
+    shown = run_cli(["budget", "show"], env)
+    assert "$3.50" in shown.stdout and "0 model calls" in shown.stdout
+    listed = run_cli(["approvals", "list", "--status", "all"], env)
+    assert listed.returncode == 0 and "approval" in listed.stdout
+    bad = run_cli(["approvals", "approve", "not-an-id"], env)
+    assert bad.returncode == 2 and "not an approval id" in bad.stderr
+    missing = run_cli(["approvals", "approve", "00000000-0000-0000-0000-000000000009"], env)
+    assert (
+        missing.returncode == 1
+        and "approval_not_found" in missing.stderr
+        and "Traceback" not in missing.stderr
+    )
+    unknown = run_cli(["approvals", "list", "--status", "maybe"], env)
+    assert unknown.returncode == 1 and "status_invalid" in unknown.stderr
 
 
 def test_apply_start_show_cancel_and_errors(database_url: str, tmp_path: Path) -> None:

@@ -8,8 +8,13 @@ from __future__ import annotations
 
 import asyncio
 from decimal import Decimal
+from typing import Any
 
-from agentflow.core.chat import Message
+import asyncpg
+
+import agentflow
+from agentflow import StepContext
+from agentflow.core.chat import Message, ModelRequest
 from agentflow.engine import Engine
 from tests.support.agents import (
     agent_workflow,
@@ -161,3 +166,65 @@ async def test_the_model_gate_decides_with_a_recorded_reason(engine: Engine) -> 
     assert "AGENTFLOW_SMTP_URL" in (
         await engine.db.pool.fetchval("SELECT last_error->>'message' FROM notifications")
     )
+
+
+async def test_a_registered_python_tool_is_offered_with_its_schema_and_called(engine: Engine) -> None:
+    import tests.support.tools  # noqa: F401  (registers echo)
+    from agentflow.llm.scripted import ScriptedProvider
+
+    seen: list[Any] = []
+
+    def respond(request: ModelRequest) -> Message:
+        seen.append(request)
+        if len(seen) == 1:
+            return calls(("echo", {"value": {"hello": "agent"}}))
+        return calls(("complete", {"summary": "echoed"}))
+
+    await engine.publish_workflow(agent_workflow(tools=["echo"]))
+    async with running_worker(engine, model=ScriptedProvider(respond)):
+        run = await engine.start_run("meeting-follow-up", {})
+        done = await until(engine, run.id, lambda r: r.status.is_terminal)
+    assert done.status == "completed"
+    echo = next(t for t in seen[0].tools if t.name == "echo")
+    assert echo.description == "Return the value it was given." and "value" in echo.parameters["properties"]
+    tool_result = next(m for m in seen[1].messages if m.role == "tool")
+    assert '"hello":"agent"' in tool_result.content
+
+
+DELIVER_URL: dict[str, str] = {}
+
+
+@agentflow.tool(name="test_deliver_to_my_inbox")
+async def deliver_to_my_inbox(ctx: StepContext) -> dict[str, Any]:
+    """Deliver an event to the calling run's inbox (as a task change would), from outside."""
+    conn = await asyncpg.connect(DELIVER_URL["url"])
+    try:
+        await conn.execute(
+            "INSERT INTO run_inbox (workspace_id, run_id, kind, payload) VALUES ($1, $2, 'event', $3)",
+            ctx.workspace_id, ctx.run_id, '{"topic": "note.added", "data": {"text": "arrived meanwhile"}}',
+        )  # fmt: skip
+    finally:
+        await conn.close()
+    return {"delivered": True}
+
+
+async def test_a_wait_ends_at_once_when_events_arrived_since_the_last_decision(
+    engine: Engine, database_url: str
+) -> None:
+    DELIVER_URL["url"] = database_url
+    seen: list[ModelRequest] = []
+
+    def respond(request: ModelRequest) -> Message:
+        seen.append(request)
+        if len(seen) == 1:
+            return calls(("test_deliver_to_my_inbox", {}), ("wait", {"duration": "1h"}))
+        return calls(("complete", {"summary": "saw it"}))
+
+    from agentflow.llm.scripted import ScriptedProvider
+
+    await engine.publish_workflow(agent_workflow(tools=["test_deliver_to_my_inbox"]))
+    async with running_worker(engine, model=ScriptedProvider(respond)):
+        run = await engine.start_run("meeting-follow-up", {})
+        done = await until(engine, run.id, lambda r: r.status.is_terminal, timeout=10)
+    assert done.output["summary"] == "saw it"
+    assert "arrived meanwhile" in seen[1].messages[-1].content

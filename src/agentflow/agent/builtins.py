@@ -7,6 +7,7 @@ makes (tasks, notifications: exactly once, inside the checkpoint), or how the ru
 
 from __future__ import annotations
 
+import logging
 import re
 import uuid
 from datetime import datetime, timedelta
@@ -16,6 +17,9 @@ from agentflow.agent.calls import CallContext, ToolOutcome, refusal
 from agentflow.core.chat import ToolSchema
 from agentflow.core.durations import parse_duration
 from agentflow.core.errors import ConfigError
+from agentflow.llm.base import Embedder, ModelError
+
+logger = logging.getLogger(__name__)
 
 _EMAIL = re.compile(r"^[^@\s<>\"',;]{1,64}@[A-Za-z0-9.-]{1,253}\.[A-Za-z]{2,63}$")
 _DURATION = {"type": "string", "description": "e.g. '30m', '2h', '3d'", "maxLength": 40}
@@ -101,8 +105,22 @@ SCHEMAS: dict[str, ToolSchema] = {
 
 
 async def generate_plan(ctx: CallContext, args: dict[str, Any]) -> ToolOutcome:
-    """Retrieve playbooks for the scenario and make them the run's plan."""
-    plan = await ctx.env.knowledge.plan(args["scenario"], workspace_id=ctx.run.workspace_id)
+    """Retrieve playbooks for the scenario and make them the run's plan.
+
+    When the workflow's model provider makes embeddings (OpenAI, Gemini) and pgvector is
+    there, retrieval also ranks by meaning; if embedding fails, full-text search decides.
+    """
+    knowledge, workspace_id = ctx.env.knowledge, ctx.run.workspace_id
+    provider, _ = ctx.env.model(ctx.config.model)
+    try:
+        embedder = provider if isinstance(provider, Embedder) else None
+        plan = await knowledge.plan(args["scenario"], workspace_id=workspace_id, embedder=embedder)
+    except (ModelError, ConfigError) as exc:
+        logger.warning("generate_plan: embeddings unavailable (%s); using full-text search", exc)
+        try:
+            plan = await knowledge.plan(args["scenario"], workspace_id=workspace_id)
+        except ConfigError as bad:  # a scenario the search cannot use: the model hears why
+            return refusal(bad.code, bad.info.message)
     doc = plan.to_json()
     return ToolOutcome(result={"plan": doc}, plan=doc)
 

@@ -7,7 +7,9 @@ from dataclasses import replace
 from agentflow.agent.env import AgentEnv
 from agentflow.agent.loop import next_step
 from agentflow.core.definitions import AgentConfig
+from agentflow.core.inbox import AWAITING_EVENT
 from agentflow.core.records import RunRecord
+from agentflow.core.statuses import RunStatus
 from agentflow.runtime.step import Cursor, StepOutcome
 from agentflow.store import json_codec
 from agentflow.store.checkpoints import RunWrite, StepWrite
@@ -52,5 +54,8 @@ async def execute(
         duration=step.duration,
     )
     consumed = cursor.inbox.ids if (step.consumes_inbox and t.advances) else ()
-    run_write = replace(run_write, inbox_seen=cursor.inbox.seen, consumed=consumed)
+    seen = cursor.inbox.seen
+    if t.status == RunStatus.WAITING and t.reason == AWAITING_EVENT and cursor.inbox.items and not consumed:
+        seen = -1  # events arrived after the last decision: the wait ends at once so one sees them
+    run_write = replace(run_write, inbox_seen=seen, consumed=consumed)
     return StepOutcome(t, run_write, step_write, step.effects)
