@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.cli import CLI, ROOT
 
-WORKLOADS = {"W1", "W2", "W3", "W4", "E1", "E2", "E3"}
+WORKLOADS = {"W1", "W2", "W3", "W4", "E1", "E2", "E3", "A1"}
 
 
 @pytest.mark.slow
@@ -42,7 +42,7 @@ def test_quick_bench_reports_every_workload_and_the_floor(tmp_path: Path) -> Non
     assert report["settings"]["quick"] is True
 
     workloads = report["workloads"]
-    assert set(workloads) == WORKLOADS, "--quick runs W1-W4 and E1-E3 (not W4-10k)"
+    assert set(workloads) == WORKLOADS, "--quick runs W1-W4, E1-E3 and A1 (not W4-10k)"
     for key, workload in workloads.items():
         assert workload["error"] is None, (key, workload["error"])
         assert workload["metrics"], key
@@ -56,6 +56,7 @@ def test_quick_bench_reports_every_workload_and_the_floor(tmp_path: Path) -> Non
     statuses = workloads["W1"]["details"]["execution_statuses"]
     assert statuses == {"completed": workloads["W1"]["details"]["runs"]}
     _check_event_workloads(workloads)
+    _check_agent_workload(workloads["A1"]["details"])
 
 
 def _check_event_workloads(workloads: dict[str, Any]) -> None:
@@ -85,6 +86,17 @@ def _check_event_workloads(workloads: dict[str, Any]) -> None:
     assert dispatch["events_started"] == started
     assert sum(batch["events"] for batch in dispatch["batches"]) == events
     assert dispatch["run_statuses"] == {"completed": started}
+
+
+def _check_agent_workload(agent: dict[str, Any]) -> None:
+    """Counts, not timings: every agent run took its four steps and created its task."""
+    runs = agent["runs"]
+    assert runs > 0 and agent["steps_per_run"] == 4
+    for phase in ("all_at_once", "one_at_a_time"):
+        assert agent["step_shapes"][phase] == {"decide>create_task>decide>complete": runs}, phase
+        assert agent["tasks_created"][phase] == runs, phase
+        assert all(timing["gap_ms"]["n"] == runs for timing in agent[phase].values()), phase
+    assert agent["execution_statuses"] == agent["serial_statuses"] == {"completed": runs}
 
 
 def _positive(value: object) -> bool:

@@ -9,7 +9,8 @@ import pytest
 
 from agentflow.core.chat import Message, ModelRequest, ToolCall, ToolSchema, Usage
 from agentflow.integrations.guarded_http import guarded_client
-from agentflow.llm import AnthropicProvider, ModelError
+from agentflow.llm.anthropic import AnthropicProvider
+from agentflow.llm.base import ModelError
 from tests.support.vendor_servers import (
     Reply,
     VendorServer,

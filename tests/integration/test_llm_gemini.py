@@ -9,7 +9,8 @@ import pytest
 
 from agentflow.core.chat import Message, ModelRequest, ToolCall, ToolSchema, Usage
 from agentflow.integrations.guarded_http import guarded_client
-from agentflow.llm import GeminiProvider, ModelError
+from agentflow.llm.base import ModelError
+from agentflow.llm.gemini import GeminiProvider
 from tests.support.vendor_servers import (
     Reply,
     VendorServer,

@@ -12,7 +12,8 @@ import pytest
 
 from agentflow.core.chat import Message, ModelRequest, ToolCall, ToolSchema, Usage
 from agentflow.integrations.guarded_http import guarded_client
-from agentflow.llm import ModelError, OpenAIProvider
+from agentflow.llm.base import ModelError
+from agentflow.llm.openai import OpenAIProvider
 from agentflow.llm.retrying import retry_after_seconds
 from tests.support.vendor_servers import (
     Reply,

@@ -8,18 +8,13 @@ import httpx
 import pytest
 
 from agentflow.core.chat import Message, ModelRequest, ModelResponse, ToolCall, ToolSchema, Usage
-from agentflow.llm import (
-    AnthropicProvider,
-    Embedder,
-    GeminiProvider,
-    ModelError,
-    ModelProvider,
-    OpenAIProvider,
-    Rule,
-    ScriptedProvider,
-    provider_for,
-)
 from agentflow.llm import select as select_module
+from agentflow.llm.anthropic import AnthropicProvider
+from agentflow.llm.base import Embedder, ModelError, ModelProvider
+from agentflow.llm.gemini import GeminiProvider
+from agentflow.llm.openai import OpenAIProvider
+from agentflow.llm.scripted import Rule, ScriptedProvider
+from agentflow.llm.select import provider_for
 from agentflow.settings import Settings
 
 TOOL = ToolSchema("t", "d", {})

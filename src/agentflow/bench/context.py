@@ -32,17 +32,18 @@ class Sizes:
     e2_publishes: int
     e3_events: int
     e3_workflows: int
+    a1_runs: int  # agent runs per phase (all at once, then one at a time)
 
 
 FULL = Sizes(
     floor=2000, w1_runs=2000, w2_steps=1000, w2_runs=1, w3_starts=200, w4_runs=1000, w4_sleep=2.0,
     w4_10k_runs=10_000, w4_10k_sleep=(10.0, 60.0),
-    e1_events=2000, e1_batches=20, e2_publishes=200, e3_events=1000, e3_workflows=100,
+    e1_events=2000, e1_batches=20, e2_publishes=200, e3_events=1000, e3_workflows=100, a1_runs=200,
 )  # fmt: skip
 QUICK = Sizes(
     floor=300, w1_runs=200, w2_steps=100, w2_runs=1, w3_starts=30, w4_runs=100, w4_sleep=2.0,
     w4_10k_runs=500, w4_10k_sleep=(2.0, 4.0),
-    e1_events=200, e1_batches=4, e2_publishes=30, e3_events=100, e3_workflows=100,
+    e1_events=200, e1_batches=4, e2_publishes=30, e3_events=100, e3_workflows=100, a1_runs=20,
 )  # fmt: skip
 
 

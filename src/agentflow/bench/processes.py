@@ -15,7 +15,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +23,8 @@ from pathlib import Path
 import psutil
 
 TOOLS_MODULE = "agentflow.bench.tools"
+CLI_WORKER = ("-c", "from agentflow.cli import main; main()", "worker", "--import", TOOLS_MODULE)
+"""The interpreter arguments of ``agentflow worker --import agentflow.bench.tools``."""
 _READY_TIMEOUT = 60.0
 _STOP_TIMEOUT = 20.0
 
@@ -62,8 +64,14 @@ class WorkerGroup:
 
 
 @asynccontextmanager
-async def worker_group(url: str, count: int, concurrency: int) -> AsyncIterator[WorkerGroup]:
-    """Start ``count`` workers on ``url``, wait until each is ready, stop them at the end."""
+async def worker_group(
+    url: str, count: int, concurrency: int, *, program: Sequence[str] = CLI_WORKER
+) -> AsyncIterator[WorkerGroup]:
+    """Start ``count`` workers on ``url``, wait until each is ready, stop them at the end.
+
+    ``program`` is what the interpreter runs, before ``--concurrency N``: ``agentflow worker``
+    by default (A1 runs ``agentflow.bench.agent_worker``, the same worker with a scripted model).
+    """
     group = WorkerGroup(concurrency)
     log_dir = Path(tempfile.mkdtemp(prefix="agentflow-bench-workers-"))
     env = {**os.environ, "AGENTFLOW_DATABASE_URL": url, "COLUMNS": "200"}
@@ -72,8 +80,7 @@ async def worker_group(url: str, count: int, concurrency: int) -> AsyncIterator[
             log = log_dir / f"worker-{index}.log"
             with log.open("wb") as stderr:
                 process = await asyncio.create_subprocess_exec(
-                    sys.executable, "-c", "from agentflow.cli import main; main()",
-                    "worker", "--import", TOOLS_MODULE, "--concurrency", str(concurrency),
+                    sys.executable, *program, "--concurrency", str(concurrency),
                     stdout=asyncio.subprocess.PIPE, stderr=stderr, env=env,
                 )  # fmt: skip
             group.processes.append(process)

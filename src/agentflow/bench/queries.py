@@ -111,6 +111,51 @@ async def step_gaps(pool: asyncpg.Pool, run_id: UUID) -> list[tuple[int, float, 
     return [(r["seq"], r["gap"], r["ran"]) for r in rows if r["gap"] is not None]
 
 
+@dataclass(frozen=True)
+class StepTime:
+    """One completed step of a run (seconds, DB clock).
+
+    Attributes:
+        run_id / seq / kind / name: which step (``agent.decide`` and the model, or
+            ``agent.tool`` and the tool).
+        gap: from the previous step's ``finished_at`` (for the first step, from the run's
+            claim, ``runs.started_at``) to this one's: the step, its checkpoint statement and
+            the worker's hand-off from the previous one.
+        ran: ``finished_at - started_at``, the step's own measured duration (no checkpoint).
+    """
+
+    run_id: UUID
+    seq: int
+    kind: str
+    name: str | None
+    gap: float
+    ran: float
+
+
+async def step_times(pool: asyncpg.Pool, workflow_id: UUID) -> list[StepTime]:
+    """Every completed step of the workflow's runs, in run and step order."""
+    rows = await pool.fetch(
+        "SELECT s.run_id, s.seq, s.kind, s.name,"
+        " extract(epoch FROM s.finished_at - coalesce(lag(s.finished_at) OVER w, r.started_at))::float8"
+        "  AS gap,"
+        " extract(epoch FROM s.finished_at - s.started_at)::float8 AS ran"
+        " FROM runs r JOIN run_steps s ON s.run_id = r.id"
+        " WHERE r.workflow_id = $1 AND s.status = 'completed'"
+        " WINDOW w AS (PARTITION BY s.run_id ORDER BY s.seq) ORDER BY s.run_id, s.seq",
+        workflow_id,
+    )
+    return [StepTime(r["run_id"], r["seq"], r["kind"], r["name"], r["gap"], r["ran"]) for r in rows]
+
+
+async def tasks_created(pool: asyncpg.Pool, workflow_id: UUID) -> int:
+    """Tasks the workflow's runs created."""
+    count: int = await pool.fetchval(
+        "SELECT count(*) FROM tasks t JOIN runs r ON r.id = t.run_id WHERE r.workflow_id = $1",
+        workflow_id,
+    )
+    return count
+
+
 async def start_latencies(pool: asyncpg.Pool, workflow_id: UUID) -> list[tuple[float, float]]:
     """Per run: (seconds from created to claimed, seconds from created to its first step
     starting)."""

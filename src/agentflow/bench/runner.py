@@ -15,7 +15,7 @@ from typing import Any
 import psutil
 
 import agentflow
-from agentflow.bench import dispatch, event_latency, ingest, latency, queries, sleep, throughput
+from agentflow.bench import agent_steps, dispatch, event_latency, ingest, latency, queries, sleep, throughput
 from agentflow.bench.context import FULL, QUICK, BenchContext
 from agentflow.bench.database import bench_server
 from agentflow.bench.floor import measure_floor
@@ -34,6 +34,7 @@ WORKLOADS: dict[str, Workload] = {
     "E1": ingest.e1,
     "E2": event_latency.e2,
     "E3": dispatch.e3,
+    "A1": agent_steps.a1,
 }
 QUICK_SKIPS = frozenset({"W4-10k"})
 

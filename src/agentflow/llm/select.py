@@ -9,11 +9,8 @@ from collections.abc import Callable
 import httpx
 
 from agentflow.core.chat import Message, ModelRequest
-from agentflow.llm.anthropic import AnthropicProvider
 from agentflow.llm.base import ModelError, ModelProvider
 from agentflow.llm.credentials import reveal_key
-from agentflow.llm.gemini import GeminiProvider
-from agentflow.llm.openai import OpenAIProvider
 from agentflow.llm.scripted import ScriptedProvider, latest_user_text
 from agentflow.settings import Settings
 
@@ -23,29 +20,37 @@ KNOWN_PROVIDERS = ("openai", "anthropic", "gemini", "scripted")
 SCRIPTED = "scripted"
 
 _Factory = Callable[[Settings, httpx.AsyncClient | None], ModelProvider]
-_FACTORIES: dict[str, _Factory] = {
-    "openai": lambda s, http: OpenAIProvider(
-        s.openai_api_key,
-        base_url=s.openai_base_url,
-        timeout=s.model_timeout,
-        max_retries=s.model_max_retries,
-        http_client=http,
-    ),
-    "anthropic": lambda s, http: AnthropicProvider(
-        s.anthropic_api_key,
-        base_url=s.anthropic_base_url,
-        timeout=s.model_timeout,
-        max_retries=s.model_max_retries,
-        http_client=http,
-    ),
-    "gemini": lambda s, http: GeminiProvider(
-        s.gemini_api_key,
-        base_url=s.gemini_base_url,
-        timeout=s.model_timeout,
-        max_retries=s.model_max_retries,
-        http_client=http,
-    ),
-}
+
+
+# The SDKs are imported when a provider is first built: importing all three costs seconds.
+def _openai(s: Settings, http: httpx.AsyncClient | None) -> ModelProvider:
+    from agentflow.llm.openai import OpenAIProvider
+
+    return OpenAIProvider(
+        s.openai_api_key, base_url=s.openai_base_url, timeout=s.model_timeout,
+        max_retries=s.model_max_retries, http_client=http,
+    )  # fmt: skip
+
+
+def _anthropic(s: Settings, http: httpx.AsyncClient | None) -> ModelProvider:
+    from agentflow.llm.anthropic import AnthropicProvider
+
+    return AnthropicProvider(
+        s.anthropic_api_key, base_url=s.anthropic_base_url, timeout=s.model_timeout,
+        max_retries=s.model_max_retries, http_client=http,
+    )  # fmt: skip
+
+
+def _gemini(s: Settings, http: httpx.AsyncClient | None) -> ModelProvider:
+    from agentflow.llm.gemini import GeminiProvider
+
+    return GeminiProvider(
+        s.gemini_api_key, base_url=s.gemini_base_url, timeout=s.model_timeout,
+        max_retries=s.model_max_retries, http_client=http,
+    )  # fmt: skip
+
+
+_FACTORIES: dict[str, _Factory] = {"openai": _openai, "anthropic": _anthropic, "gemini": _gemini}
 
 # Providers already built per HTTP client: building an SDK client costs tens of milliseconds
 # (Gemini's about 100), too much for every agent decision. Only providers that send through a
