@@ -21,7 +21,7 @@ from agentflow.core.inbox import Inbox
 from agentflow.core.records import RunRecord
 from agentflow.engine import DEFAULT_WORKSPACE, Engine
 from agentflow.runtime.worker import Worker
-from agentflow.store import inbox, runs
+from agentflow.store import checkpoints, inbox, runs
 
 WS = DEFAULT_WORKSPACE
 
@@ -223,7 +223,7 @@ async def test_a_delivery_before_the_wait_checkpoint_makes_the_run_due_at_once(e
     seen = (await inbox.load(engine.db.pool, WS, run.id)).seen  # what the step saw: nothing
     await deliver(engine, run.id, {"late": True})
     move, step = wait_checkpoint(run, seen)
-    done = await runs.checkpoint(engine.db.pool, WS, run.id, token, "w", move, step, [])
+    done = await runs.checkpoint(engine.db.pool, WS, run.id, token, "w", move, step)
     assert done is not None and done.status == "waiting"
     assert done.due_in is not None and done.due_in <= 0, "the delivery was lost: the run sleeps an hour"
     assert done.inbox_seq == 1
@@ -233,7 +233,7 @@ async def test_a_plain_wait_checkpoint_ignores_deliveries(engine: Engine) -> Non
     run, token = await held_run(engine)
     await deliver(engine, run.id, {"late": True})
     move, step = wait_checkpoint(run, 0, reason="timer")
-    done = await runs.checkpoint(engine.db.pool, WS, run.id, token, "w", move, step, [])
+    done = await runs.checkpoint(engine.db.pool, WS, run.id, token, "w", move, step)
     assert done is not None and done.due_in is not None and done.due_in > 3500
 
 
@@ -248,7 +248,7 @@ async def _checkpoint_behind_a_delivery(engine: Engine, statement: str | None) -
         assert await inbox.deliver(conn, WS, run.id, "event", {"racing": True})
         if statement is None:
             pending = asyncio.ensure_future(
-                runs.checkpoint(engine.db.pool, WS, run.id, token, "w", move, step, [])
+                runs.checkpoint(engine.db.pool, WS, run.id, token, "w", move, step)
             )
         else:
             args = [WS, run.id, token, "w", "waiting", "awaiting_event", move.state, None, None, 1, 3600.0, None,
@@ -269,12 +269,12 @@ async def test_a_delivery_racing_the_checkpoint_is_not_lost(engine: Engine) -> N
 
 
 async def test_negative_control_a_run_inbox_subquery_loses_the_racing_delivery(engine: Engine) -> None:
-    naive = runs._checkpoint_statement(False, False).replace(
+    naive = checkpoints._statement(False, False, False, False, False).replace(
         "inbox_seq > $23::bigint",
         "$23::bigint >= 0 AND EXISTS (SELECT 1 FROM run_inbox i WHERE i.workspace_id = $1"
         " AND i.run_id = $2 AND i.consumed_at IS NULL)",
     )
-    assert naive != runs._checkpoint_statement(False, False)
+    assert naive != checkpoints._statement(False, False, False, False, False)
     due_in = await _checkpoint_behind_a_delivery(engine, naive)
     assert due_in > 3500, "the statement snapshot hid the delivery: the wake-up is lost"
 
@@ -285,7 +285,7 @@ async def test_a_delivery_behind_the_checkpoint_wakes_the_run(engine: Engine) ->
     async with engine.db.pool.acquire() as conn:
         tx = conn.transaction()
         await tx.start()
-        done = await runs.checkpoint(conn, WS, run.id, token, "w", move, step, [])  # type: ignore[arg-type]
+        done = await runs.checkpoint(conn, WS, run.id, token, "w", move, step)  # type: ignore[arg-type]
         assert done is not None and done.due_in is not None and done.due_in > 3500
         delivery = asyncio.ensure_future(deliver(engine, run.id, {"after": True}))
         await asyncio.sleep(0.3)

@@ -56,6 +56,10 @@ class WorkerGroup:
         """Each worker's resident memory, in MiB."""
         return [psutil.Process(pid).memory_info().rss / 2**20 for pid in self.pids]
 
+    def cpu_seconds(self) -> float:
+        """CPU time the workers have used so far (user + system, all of them), in seconds."""
+        return sum(sum(psutil.Process(pid).cpu_times()[:2]) for pid in self.pids)
+
     def check_alive(self) -> None:
         """Raise ``WorkerFailed`` if a worker has exited."""
         for process, log in zip(self.processes, self.logs, strict=True):
