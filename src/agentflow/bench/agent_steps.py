@@ -141,8 +141,9 @@ async def _one_at_a_time(ctx: BenchContext, workflow_id: UUID, source: str, coun
     completed.
 
     The wait polls every 50 ms, not every 5 ms as W3 and E2 do: the figures are the database's
-    timestamps, so the poll only paces the loop, and a 5 ms poll competes with the worker and
-    PostgreSQL for the two CPUs (it made p50 per step 5 ms instead of 3 ms on the 2-CPU VM).
+    timestamps, so the poll only paces the loop, and a slower poll leaves the CPUs to the
+    worker and PostgreSQL (on the 2-CPU VM, 5 ms and 50 ms gave the same figures within
+    run-to-run noise).
     """
     for index in range(count):
         await ctx.engine.events.publish([meeting(source, index)])
