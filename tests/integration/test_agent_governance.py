@@ -173,3 +173,36 @@ async def test_the_api_lists_and_decides_approvals(engine: Engine) -> None:
         assert bad_budget.status_code == 422
         notes = await client.get("/api/notifications")
         assert notes.status_code == 200 and notes.json() == []
+
+
+async def test_another_workspace_sees_and_decides_nothing(engine: Engine) -> None:
+    import uuid
+
+    other = uuid.uuid4()
+    await engine.db.pool.execute("INSERT INTO workspaces (id, name) VALUES ($1, 'b')", other)
+    await engine.publish_workflow(agent_workflow(approvals=["create_task"]))
+    model = replies(calls(("create_task", {"title": "mine"})))
+    app = create_app(engine)
+    async with (
+        running_worker(engine, model=model),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app),
+            base_url="http://test",
+            headers={"X-Agentflow-Workspace": str(other)},
+        ) as foreign,
+    ):
+        run = await engine.start_run("meeting-follow-up", {})
+        await until(engine, run.id, lambda r: r.status_reason == "awaiting_approval")
+        (request,) = await engine.governance.approvals()
+        assert (await foreign.get("/api/approvals")).json() == []
+        for path in (f"/api/approvals/{request['id']}", f"/api/approvals/{request['id']}/approve"):
+            response = await (
+                foreign.get(path) if path.endswith(str(request["id"])) else foreign.post(path, json={})
+            )
+            assert (response.status_code, response.json()["error"]["code"]) == (404, "approval_not_found")
+        resumed = await foreign.post(f"/api/runs/{run.id}/resume", json={})
+        assert (resumed.status_code, resumed.json()["error"]["code"]) == (404, "run_not_found")
+        assert (await foreign.get("/api/notifications")).json() == []
+        assert (await foreign.get("/api/budget")).json()["model_calls"] == 0
+        still = await engine.governance.approval(request["id"])
+        assert still["status"] == "pending"
