@@ -89,7 +89,8 @@ async def test_r2_negative_control_catches_a_server_that_acknowledges_before_com
     seed = _seed("R2-negative")
     plan = Plan(
         producers=3,
-        events_per_producer=250,
+        # Long enough (over 16 s at 30/s) for two crashes 3-6 s apart whatever the seed.
+        events_per_producer=500,
         rate=30.0,
         min_restarts=2,
         with_worker=False,
