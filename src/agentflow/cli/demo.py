@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import uuid
+from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 import typer
 from rich.table import Table
@@ -120,22 +123,32 @@ async def _demo(engine: Engine, sink: SmtpSink, timeout: float) -> None:
     for config in WORKFLOWS:
         published = await engine.publish_workflow(config)
         console.print(f"workflow [bold]{config['name']}[/] version {published.version.version}")
+    # Each demo stands alone: earlier demo runs on this database are canceled and not shown.
+    earlier: set[UUID] = set()
+    for config in WORKFLOWS:
+        for old in await engine.list_runs(workflow=config["name"], limit=500):
+            earlier.add(old.id)
+            if not old.status.is_terminal:
+                await engine.cancel_run(old.id)
+    started_at = await engine.db.pool.fetchval("SELECT now()")
+    suffix = uuid.uuid4().hex[:8]
+    events = [{**e, "message_id": f"{e['message_id']}-{suffix}"} for e in EVENTS]
     worker = engine.worker(concurrency=8)
     worker_task = asyncio.create_task(worker.run())
     deadline = asyncio.get_running_loop().time() + timeout
     try:
-        await engine.events.publish(EVENTS)
+        await engine.events.publish(events)
         console.print(f"published {len(EVENTS)} events: a meeting, a churn signal, two emails\n")
-        meeting = await _run_of(engine, "demo-meeting-follow-up", deadline)
+        meeting = await _run_of(engine, "demo-meeting-follow-up", earlier, deadline)
         await _follow_meeting(engine, sink, meeting, deadline)
         for name in ("demo-get-well", "demo-pricing-watch"):
-            run = await _run_of(engine, name, deadline)
+            run = await _run_of(engine, name, earlier, deadline)
             await _settled(engine, run, deadline)
         await _mail_settled(engine, deadline)
     finally:
         worker.stop()
         await worker_task
-    ok = await _show(engine, sink)
+    ok = await _show(engine, sink, earlier, started_at)
     if not ok:
         raise typer.Exit(1)
 
@@ -164,9 +177,9 @@ async def _moved(engine: Engine, run: RunRecord, seq: int) -> bool:
     return now.step_seq > seq and now.status != "in_progress"
 
 
-async def _run_of(engine: Engine, workflow: str, deadline: float) -> RunRecord:
+async def _run_of(engine: Engine, workflow: str, earlier: set[UUID], deadline: float) -> RunRecord:
     while True:
-        found = await engine.list_runs(workflow=workflow)
+        found = [r for r in await engine.list_runs(workflow=workflow) if r.id not in earlier]
         if found:
             return found[-1]
         await _tick(deadline, f"no run of {workflow} started")
@@ -202,11 +215,13 @@ async def _tick(deadline: float, problem: str) -> None:
     await asyncio.sleep(0.1)
 
 
-async def _show(engine: Engine, sink: SmtpSink) -> bool:
+async def _show(engine: Engine, sink: SmtpSink, earlier: set[UUID], started_at: datetime) -> bool:
     console.print()
     results: dict[str, RunRecord] = {}
     for config in WORKFLOWS:
         for run in reversed(await engine.list_runs(workflow=config["name"])):
+            if run.id in earlier:
+                continue
             results[config["name"]] = run
             console.print(f"[bold]{config['name']}[/] (account {run.account_id})")
             console.print(timeline(run, await engine.list_steps(run.id)))
@@ -230,14 +245,14 @@ async def _show(engine: Engine, sink: SmtpSink) -> bool:
     for m in sink.messages:
         mail.add_row(", ".join(m.rcpt_tos), m.subject)
     console.print(mail)
-    report = await engine.reports.impact()
+    report = await engine.reports.impact(since=started_at)
     console.print("\n[bold]What has this agent done for me?[/]")
     console.print(summary_line(report), highlight=False, markup=False)
     if engine.settings.model:
         return all(r.status != "failed" for r in results.values())
     meeting, churn, pricing = (results.get(c["name"]) for c in WORKFLOWS)
     subjects = " ".join(m.subject.lower() for m in sink.messages)
-    pricing_runs = await engine.list_runs(workflow=WORKFLOWS[2]["name"])
+    pricing_runs = [r for r in await engine.list_runs(workflow=WORKFLOWS[2]["name"]) if r.id not in earlier]
     checks = {
         "the meeting run completed": meeting is not None and meeting.status == "completed",
         "the churn run made a plan and tasks": churn is not None
