@@ -206,3 +206,34 @@ async def test_another_workspace_sees_and_decides_nothing(engine: Engine) -> Non
         assert (await foreign.get("/api/budget")).json()["model_calls"] == 0
         still = await engine.governance.approval(request["id"])
         assert still["status"] == "pending"
+
+
+async def test_the_gate_counts_in_the_daily_budget_and_is_not_asked_past_it(engine: Engine) -> None:
+    await engine.governance.set_budget(daily_usd=None, daily_tokens=1)
+    await engine.publish_workflow(
+        agent_workflow(
+            "gated", sources=[{"type": "email"}], gate={"on_error": "skip"}, prompt="Watch pricing emails."
+        )
+    )
+    email = {"topic": "email.received", "account_id": "acme", "data": {"body": "pricing is too high"}}
+    async with running_worker(engine):
+        await engine.events.publish([{**email, "message_id": "e1"}])
+        for _ in range(200):
+            if (await engine.governance.budget())["model_calls"] >= 1:
+                break
+            await asyncio.sleep(0.05)
+        await engine.events.publish([{**email, "message_id": "e2"}])
+        for _ in range(200):
+            rows = await engine.db.pool.fetch(
+                "SELECT event_message_id, decision, reason FROM dispatch_decisions"
+            )
+            if len(rows) == 2 and all(r["decision"] != "gate_pending" for r in rows):
+                break
+            await asyncio.sleep(0.05)
+    by_event = {r["event_message_id"]: r for r in rows}
+    assert by_event["e1"]["decision"] == "started" and by_event["e1"]["reason"]["gate"]["input_tokens"] > 0
+    assert by_event["e2"]["decision"] == "gate_declined"
+    assert "daily tokens" in by_event["e2"]["reason"]["gate"]["reason"]
+    assert by_event["e2"]["reason"]["gate"]["error"] == "gate_unavailable"
+    used = await engine.governance.budget()
+    assert used["input_tokens"] >= by_event["e1"]["reason"]["gate"]["input_tokens"]

@@ -48,6 +48,7 @@ class ModelGate:
             "model": f"{provider.name}:{model}",
             "input_tokens": response.usage.input_tokens,
             "output_tokens": response.usage.output_tokens,
+            "cached_input_tokens": response.usage.cached_input_tokens,
             "usd_cost": round(usd, 6),
         }
         return GateVerdict(answer["start"], str(answer.get("reason") or "")[:2000], details)

@@ -14,13 +14,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from uuid import UUID
 
+from agentflow.core.agent_state import Breach, check_workspace_budget
 from agentflow.core.definitions import AgentConfig
 from agentflow.core.errors import NotFoundError
 from agentflow.core.gate import EventGate, GateQuestion, GateVerdict
 from agentflow.runtime.admission import proceed
 from agentflow.runtime.configs import ConfigCache
-from agentflow.store import dispatch, gates, workflows
+from agentflow.store import agent_reads, approvals, dispatch, gates, workflows
 from agentflow.store.database import Database, unavailable
 
 __all__ = ["EventGate", "GateQuestion", "GateUnavailable", "GateVerdict", "Gatekeeper", "NoGate"]
@@ -114,7 +116,10 @@ class Gatekeeper:
             request.event,
             config.gate.model or config.model,
         )
+        breach = await self._budget_breach(request.workspace_id)
         try:
+            if breach is not None:  # the workspace's daily model budget is spent: do not ask
+                raise GateUnavailable(breach.message)
             async with asyncio.timeout(ASK_TIMEOUT):
                 verdict = await self.gate.decide(question)
         except GateUnavailable as exc:
@@ -127,6 +132,18 @@ class Gatekeeper:
                 return
             verdict = self._fallback(config, "gate_failed", f"{type(exc).__name__}: {exc}"[:500])
         await self._decide(request, config, verdict)
+
+    async def _budget_breach(self, workspace_id: UUID) -> Breach | None:
+        used_usd, used_tokens, own_usd, own_tokens = await agent_reads.workspace_spend(
+            self.db.pool, workspace_id
+        )
+        settings = self.db.settings
+        return check_workspace_budget(
+            used_usd,
+            used_tokens,
+            own_usd if own_usd is not None else settings.workspace_daily_usd,
+            own_tokens if own_tokens is not None else settings.workspace_daily_tokens,
+        )
 
     @staticmethod
     def _fallback(config: AgentConfig, code: str, message: str) -> GateVerdict:
@@ -141,6 +158,10 @@ class Gatekeeper:
             if not await gates.lock_claimed(conn, request, self.owner):
                 return  # our lease lapsed and another worker claimed it: its verdict counts
             await gates.finish(conn, request, recorded)
+            if "input_tokens" in verdict.details:  # the gate's model call counts in the daily budget
+                d = verdict.details
+                usage = (d["input_tokens"], d.get("output_tokens", 0), d.get("cached_input_tokens", 0))
+                await approvals.add_model_call(conn, request.workspace_id, usage, d.get("usd_cost", 0.0))
             key = request.trigger.get("enrollment_key")
             if not verdict.start:
                 await dispatch.settle(

@@ -15,7 +15,7 @@ from uuid import UUID
 import asyncpg
 
 from agentflow.core.records import RunRecord
-from agentflow.store.database import WAKE_CHANNEL
+from agentflow.store.database import WAKE_CHANNEL, Connection
 
 _COLUMNS = (
     "a.id, a.run_id, r.workflow_id, a.step_seq, a.tool, a.arguments, a.arguments_hash, a.status, a.reason,"
@@ -138,3 +138,20 @@ async def set_budget(
     )  # fmt: skip
     assert isinstance(value, datetime)
     return value
+
+
+async def add_model_call(
+    conn: Connection, workspace_id: UUID, usage: tuple[int, int, int], usd: float
+) -> None:
+    """Count a model call made outside any run (the event gate) in the workspace's day (UTC)."""
+    await conn.execute(
+        "INSERT INTO workspace_usage AS w (workspace_id, day, input_tokens, output_tokens,"
+        " cached_input_tokens, usd_cost, model_calls)"
+        " VALUES ($1, (now() AT TIME ZONE 'UTC')::date, $2, $3, $4, $5, 1)"
+        " ON CONFLICT (workspace_id, day) DO UPDATE SET"
+        " input_tokens = w.input_tokens + excluded.input_tokens,"
+        " output_tokens = w.output_tokens + excluded.output_tokens,"
+        " cached_input_tokens = w.cached_input_tokens + excluded.cached_input_tokens,"
+        " usd_cost = w.usd_cost + excluded.usd_cost, model_calls = w.model_calls + 1",
+        workspace_id, *usage, Decimal(str(round(usd, 6))),
+    )  # fmt: skip
