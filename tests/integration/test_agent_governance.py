@@ -237,3 +237,35 @@ async def test_the_gate_counts_in_the_daily_budget_and_is_not_asked_past_it(engi
     assert by_event["e2"]["reason"]["gate"]["error"] == "gate_unavailable"
     used = await engine.governance.budget()
     assert used["input_tokens"] >= by_event["e1"]["reason"]["gate"]["input_tokens"]
+
+
+async def test_a_slack_notification_is_posted_through_the_guarded_client(database_url: str) -> None:
+    from tests.support.recording_server import RecordingServer
+
+    with RecordingServer() as slack:
+        settings = make_settings(database_url, http_allow="127.0.0.1")
+        engine = await Engine.connect(settings, migrate_schema=False)
+        try:
+            hook = f"{slack.url}/services/T000/B000/XXXX"
+            actions = {"send_notifications": {"enabled": True, "slack_webhook_url": hook}}
+            await engine.publish_workflow(agent_workflow(actions=actions))
+            note = {
+                "channel": "slack",
+                "to": "#cs-alerts",
+                "subject": "Churn risk",
+                "message": "Globex at risk",
+            }
+            async with running_worker(engine, model=replies(calls(("send_notification", note)))):
+                run = await engine.start_run("meeting-follow-up", {})
+                await until(engine, run.id, lambda r: r.status.is_terminal)
+                for _ in range(100):
+                    if slack.calls():
+                        break
+                    await asyncio.sleep(0.05)
+            (row,) = await engine.db.pool.fetch("SELECT id, status FROM notifications")
+        finally:
+            await engine.close()
+    (call,) = slack.calls()
+    assert call.path == "/services/T000/B000/XXXX"
+    assert "Globex at risk" in call.body["text"] and "Churn risk" in call.body["text"]
+    assert call.key == str(row["id"]) and row["status"] == "sent"
