@@ -22,10 +22,18 @@ def scheduled(name: str, **schedule: Any) -> dict[str, Any]:
 
 
 async def outage(engine: Engine, name: str, minutes: int) -> None:
-    """Pretend the schedule last fired ``minutes`` ago and is overdue."""
+    """Pretend the schedule last fired ``minutes`` minute marks ago and is overdue.
+
+    The last fire is put between two minute marks (30 s past one), so exactly ``minutes`` marks
+    are missed whatever the second now is; near the end of a minute it waits for the next, so
+    the scheduler's tick cannot cross one more mark.
+    """
+    if await engine.db.pool.fetchval("SELECT extract(second FROM now()) > 57"):
+        await asyncio.sleep(3.5)
     wf = await engine.get_workflow(name)
     await engine.db.pool.execute(
-        "UPDATE schedules SET last_fire = now() - make_interval(mins => $2) - interval '1 second',"
+        "UPDATE schedules SET last_fire = date_trunc('minute', now()) - make_interval(mins => $2)"
+        " + interval '30 seconds',"
         " next_fire_at = now() - interval '1 second' WHERE workflow_id = $1",
         wf.id,
         minutes,
