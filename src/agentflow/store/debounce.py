@@ -19,19 +19,22 @@ from agentflow.store.database import Connection
 MAX_WINDOW_EVENTS = 1000
 """A window that collected this many events closes at once."""
 
+# The statement's clock, not the transaction's start: a dispatcher transaction may begin before
+# the event it admits was received, and the window must never close early for that event.
 _ADD = """
 WITH w AS (
-    INSERT INTO debounce_windows AS d (workspace_id, workflow_id, debounce_key, fire_at, events)
-    VALUES ($1, $2, $3,
-            CASE WHEN $6::float8 IS NULL THEN now() + make_interval(secs => $5)
-                 ELSE now() + make_interval(secs => least($5, $6)) END, 1)
+    INSERT INTO debounce_windows AS d (workspace_id, workflow_id, debounce_key, first_at, last_at,
+                                       fire_at, events)
+    VALUES ($1, $2, $3, clock_timestamp(), clock_timestamp(),
+            CASE WHEN $6::float8 IS NULL THEN clock_timestamp() + make_interval(secs => $5)
+                 ELSE clock_timestamp() + make_interval(secs => least($5, $6)) END, 1)
     ON CONFLICT (workspace_id, workflow_id, debounce_key) DO UPDATE SET
-        last_at = now(),
+        last_at = clock_timestamp(),
         events = d.events + 1,
         -- A full window closes now: a run's trigger holds at most MAX_WINDOW_EVENTS events.
-        fire_at = CASE WHEN d.events + 1 >= $7 THEN now()
-                       WHEN $6::float8 IS NULL THEN now() + make_interval(secs => $5)
-                       ELSE least(now() + make_interval(secs => $5),
+        fire_at = CASE WHEN d.events + 1 >= $7 THEN clock_timestamp()
+                       WHEN $6::float8 IS NULL THEN clock_timestamp() + make_interval(secs => $5)
+                       ELSE least(clock_timestamp() + make_interval(secs => $5),
                                   d.first_at + make_interval(secs => $6)) END
     RETURNING workspace_id, workflow_id, debounce_key, fire_at, events
 )
