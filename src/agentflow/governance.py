@@ -15,7 +15,7 @@ from agentflow.core.ids import DEFAULT_WORKSPACE
 from agentflow.core.records import RunRecord
 from agentflow.core.statuses import RunStatus
 from agentflow.runtime.configs import ConfigCache
-from agentflow.store import approvals, reads
+from agentflow.store import agent_reads, approvals, reads
 from agentflow.store.database import Database
 
 APPROVAL_STATUSES = ("pending", "approved", "rejected", "expired")
@@ -138,7 +138,7 @@ class Governance:
         config = await self._configs.get(workspace_id, run.workflow_id, run.workflow_version)
         state = AgentState.from_json(run.state).with_allowance({k: float(v) for k, v in extra.items()})
         if isinstance(config, AgentConfig):
-            elapsed = await approvals.elapsed(self._db.pool, workspace_id, run_id)
+            elapsed = await agent_reads.elapsed_seconds(self._db.pool, workspace_id, run_id)
             breach = check_budget(config.budget, state, elapsed, before="model") or check_budget(
                 config.budget, state, elapsed, before="tool"
             )

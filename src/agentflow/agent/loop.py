@@ -16,6 +16,9 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from uuid import UUID
+
+import asyncpg
 
 from agentflow.agent import toolbox
 from agentflow.agent.calls import CallContext, ToolOutcome, refusal
@@ -283,9 +286,18 @@ async def _budget_breach(
     breach = check_budget(config.budget, state, elapsed, before=before)
     if breach is not None or before != "model":
         return breach
-    used_usd, used_tokens, own_usd, own_tokens = await agent_reads.workspace_spend(env.pool, run.workspace_id)
-    limit_usd = own_usd if own_usd is not None else env.workspace_daily_usd
-    limit_tokens = own_tokens if own_tokens is not None else env.workspace_daily_tokens
+    return await workspace_breach(
+        env.pool, run.workspace_id, env.workspace_daily_usd, env.workspace_daily_tokens
+    )
+
+
+async def workspace_breach(
+    pool: asyncpg.Pool, workspace_id: UUID, default_usd: float, default_tokens: int
+) -> Breach | None:
+    """Whether the workspace's model spend today has reached its own daily limit, else the default."""
+    used_usd, used_tokens, own_usd, own_tokens = await agent_reads.workspace_spend(pool, workspace_id)
+    limit_usd = own_usd if own_usd is not None else default_usd
+    limit_tokens = own_tokens if own_tokens is not None else default_tokens
     return check_workspace_budget(used_usd, used_tokens, limit_usd, limit_tokens)
 
 

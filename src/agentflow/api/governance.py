@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentflow.api.deps import EngineDep, WorkspaceDep
 from agentflow.api.schemas import ERROR_RESPONSES, Run
 from agentflow.core.errors import NotFoundError
+from agentflow.engine import Engine
 from agentflow.store import notifications
 
 router = APIRouter(tags=["governance"], responses={**ERROR_RESPONSES})
@@ -158,12 +159,7 @@ async def approve(
     body: Annotated[Decision | None, Body()] = None,
 ) -> Approval:
     """Approve the exact call; its run wakes and makes it. 409 when already decided or expired."""
-    body = body or Decision()
-    decided = await engine.governance.decide(
-        _approval_id(approval_id), approve=True, reason=body.reason, decided_by=body.decided_by,
-        arguments_hash=body.arguments_hash, workspace_id=workspace,
-    )  # fmt: skip
-    return Approval.model_validate(decided)
+    return await _decide(engine, workspace, approval_id, body or Decision(), approve=True)
 
 
 @router.post("/api/approvals/{approval_id}/reject", response_model=Approval, summary="Reject a call")
@@ -174,9 +170,14 @@ async def reject(
     body: Annotated[Decision | None, Body()] = None,
 ) -> Approval:
     """Reject the call; its run wakes and the model sees the rejection and the reason."""
-    body = body or Decision()
+    return await _decide(engine, workspace, approval_id, body or Decision(), approve=False)
+
+
+async def _decide(
+    engine: Engine, workspace: UUID, approval_id: str, body: Decision, *, approve: bool
+) -> Approval:
     decided = await engine.governance.decide(
-        _approval_id(approval_id), approve=False, reason=body.reason, decided_by=body.decided_by,
+        _approval_id(approval_id), approve=approve, reason=body.reason, decided_by=body.decided_by,
         arguments_hash=body.arguments_hash, workspace_id=workspace,
     )  # fmt: skip
     return Approval.model_validate(decided)

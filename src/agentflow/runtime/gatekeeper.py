@@ -14,15 +14,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from uuid import UUID
 
-from agentflow.core.agent_state import Breach, check_workspace_budget
+from agentflow.agent.loop import workspace_breach
 from agentflow.core.definitions import AgentConfig
 from agentflow.core.errors import NotFoundError
 from agentflow.core.gate import EventGate, GateQuestion, GateVerdict
 from agentflow.runtime.admission import proceed
 from agentflow.runtime.configs import ConfigCache
-from agentflow.store import agent_reads, approvals, dispatch, gates, workflows
+from agentflow.store import approvals, dispatch, gates, workflows
 from agentflow.store.database import Database, unavailable
 
 __all__ = ["EventGate", "GateQuestion", "GateUnavailable", "GateVerdict", "Gatekeeper", "NoGate"]
@@ -116,7 +115,10 @@ class Gatekeeper:
             request.event,
             config.gate.model or config.model,
         )
-        breach = await self._budget_breach(request.workspace_id)
+        settings = self.db.settings
+        breach = await workspace_breach(
+            self.db.pool, request.workspace_id, settings.workspace_daily_usd, settings.workspace_daily_tokens
+        )
         try:
             if breach is not None:  # the workspace's daily model budget is spent: do not ask
                 raise GateUnavailable(breach.message)
@@ -132,18 +134,6 @@ class Gatekeeper:
                 return
             verdict = self._fallback(config, "gate_failed", f"{type(exc).__name__}: {exc}"[:500])
         await self._decide(request, config, verdict)
-
-    async def _budget_breach(self, workspace_id: UUID) -> Breach | None:
-        used_usd, used_tokens, own_usd, own_tokens = await agent_reads.workspace_spend(
-            self.db.pool, workspace_id
-        )
-        settings = self.db.settings
-        return check_workspace_budget(
-            used_usd,
-            used_tokens,
-            own_usd if own_usd is not None else settings.workspace_daily_usd,
-            own_tokens if own_tokens is not None else settings.workspace_daily_tokens,
-        )
 
     @staticmethod
     def _fallback(config: AgentConfig, code: str, message: str) -> GateVerdict:

@@ -99,16 +99,6 @@ async def resume(
     return RunRecord.from_row(row) if row else None
 
 
-async def elapsed(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID) -> float:
-    """Seconds since the run started (database clock)."""
-    value = await pool.fetchval(
-        "SELECT extract(epoch FROM now() - coalesce(started_at, created_at))::float8 FROM runs"
-        " WHERE workspace_id = $1 AND id = $2",
-        workspace_id, run_id,
-    )  # fmt: skip
-    return float(value or 0.0)
-
-
 async def budget(pool: asyncpg.Pool, workspace_id: UUID) -> dict[str, Any]:
     """The workspace's own daily limits (None: the default) and today's (UTC) use."""
     row = await pool.fetchrow(
