@@ -99,10 +99,11 @@ async def test_retries_with_backoff_then_succeeds(engine: Engine, worker: Worker
     assert steps[0].error is not None and steps[0].error["code"] == "step_exception"
     gap1 = (steps[1].started_at - steps[0].finished_at).total_seconds()
     gap2 = (steps[2].started_at - steps[1].finished_at).total_seconds()
-    assert 0.2 <= gap1 < 0.2 + 1.0 and 0.4 <= gap2 < 0.4 + 1.0, (
-        gap1,
-        gap2,
-    )  # never early; late by at most ~a poll
+    # Never early; late by at most ~a poll. The due time counts from the checkpoint statement's
+    # start and finished_at from its end, and started_at is derived from the worker's timing of
+    # the step, so the measured gap can read up to a couple of milliseconds short (CI: 0.1996).
+    slack = 0.002
+    assert 0.2 - slack <= gap1 < 0.2 + 1.0 and 0.4 - slack <= gap2 < 0.4 + 1.0, (gap1, gap2)
 
 
 async def test_exhausted_attempts_fail_with_structured_error_then_retry_from_step(
