@@ -29,17 +29,25 @@ class ServeProcess:
         log_dir: where ``serve.out`` and ``serve.err`` go.
         concurrency: the worker's runs at once.
         worker: run the worker (and its dispatcher) in the process; False: ``--no-worker``.
+        prelude: Python run before the CLI in the process (a negative control's sabotage).
     """
 
     def __init__(
-        self, env: Mapping[str, str], log_dir: Path, *, concurrency: int = 16, worker: bool = True
+        self,
+        env: Mapping[str, str],
+        log_dir: Path,
+        *,
+        concurrency: int = 16,
+        worker: bool = True,
+        prelude: str = "",
     ) -> None:
         self.worker = worker
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.out_path = log_dir / "serve.out"
         self.err_path = log_dir / "serve.err"
-        args = [sys.executable, "-c", _MAIN, "-v", "serve", "--host", "127.0.0.1", "--port", str(self.port)]
+        main = f"{prelude}\n{_MAIN}" if prelude else _MAIN
+        args = [sys.executable, "-c", main, "-v", "serve", "--host", "127.0.0.1", "--port", str(self.port)]
         args += ["--concurrency", str(concurrency)] if worker else ["--no-worker"]
         with self.out_path.open("wb") as out, self.err_path.open("wb") as err:
             self.proc = subprocess.Popen(args, cwd=REPO, env=dict(env), stdout=out, stderr=err)

@@ -22,6 +22,7 @@ from agentflow.core.errors import StepFailure
 from agentflow.core.step_context import StepContext
 from agentflow.core.templating import render
 from agentflow.core.tools import ToolRegistry
+from agentflow.nodes.rendering import call_rendering
 
 MAX_RESULT_CHARS = 16_000
 
@@ -132,8 +133,10 @@ async def _call_python(ctx: CallContext, arguments: dict[str, Any]) -> ToolOutco
 
 async def _call_http(ctx: CallContext, tool: HttpTool, arguments: dict[str, Any]) -> ToolOutcome:
     scope = {"args": arguments, "run": {"id": str(ctx.run.id), "workflow_id": str(ctx.run.workflow_id)}}
-    url = str(render(tool.url, scope))
-    headers = {k: str(v) for k, v in render(dict(tool.headers), scope).items()}
+    where = f"tool {tool.name!r}"
+    url = str(await call_rendering(render, tool.url, scope, field=f"{where} url"))
+    rendered = await call_rendering(render, dict(tool.headers), scope, field=f"{where} headers")
+    headers = {k: str(v) for k, v in rendered.items()}
     headers["Idempotency-Key"] = ctx.idempotency_key
     body: dict[str, Any] = {"params": arguments} if tool.method == "GET" else {"json": arguments}
     try:

@@ -102,11 +102,11 @@ def save_to_state(
     """The state after ``node`` succeeded with ``output``: its ``save_to_state`` rendered and applied.
 
     Raises:
-        StepFailure: ``template_error`` or ``state_invalid``, neither retryable.
+        StepFailure: ``template_error``, ``template_limit`` or ``state_invalid``, none retryable.
     """
     if not node.save_to_state:
         return state
-    saves = render(node.save_to_state, {**context, "output": output})
+    saves = render(node.save_to_state, {**context, "output": output}, field="save_to_state", node=node.id)
     updated = saved_variables(config.state_definition, variables(state), saves, node.id)
     return {**state, "vars": updated}
 

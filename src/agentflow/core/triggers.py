@@ -186,10 +186,12 @@ def enrollment_key(trigger: Trigger, agent_type: str | None, event: Event) -> st
     """The run's enrollment key for this event (None: no once-for rule).
 
     Raises:
-        StepFailure: code ``template_error`` when the key template does not render.
+        StepFailure: ``template_error`` or ``template_limit`` when the key template does not render.
     """
     if trigger.enrollment.key is not None:
-        value = render(trigger.enrollment.key, {"event": event_document(event)})
+        value = render(
+            trigger.enrollment.key, {"event": event_document(event)}, field="trigger.enrollment.key"
+        )
         return None if value in (None, "") else str(value)
     if agent_type == "account":
         return f"account:{event.account_id}" if event.account_id else None

@@ -9,7 +9,9 @@ from typing import Any, Protocol
 from agentflow.core.node_specs import NodeSpec
 from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
+from agentflow.core.templating import render
 from agentflow.core.tools import ToolRegistry
+from agentflow.nodes.rendering import call_rendering
 from agentflow.nodes.threads import ToolThreads
 
 
@@ -26,6 +28,15 @@ class NodeEnv:
     tools: ToolRegistry
     threads: ToolThreads
     template_context: dict[str, Any]
+
+    async def render(self, value: Any, node: str, field: str) -> Any:
+        """``value`` with its templates rendered in the template context, off the event loop
+        when slow (see ``agentflow.nodes.rendering``).
+
+        Raises:
+            StepFailure: ``template_error`` or ``template_limit`` naming ``node`` and ``field``.
+        """
+        return await call_rendering(render, value, self.template_context, field=field, node=node)
 
     async def call_sync(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         """Run a blocking function on its own thread."""

@@ -7,7 +7,6 @@ from typing import Any
 from agentflow.core.node_specs import FinishNode, NodeSpec
 from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
-from agentflow.core.templating import render
 from agentflow.nodes.base import BaseRunner, NodeEnv
 
 
@@ -19,5 +18,5 @@ class FinishRunner(BaseRunner):
     async def run(self, node: NodeSpec, ctx: StepContext, env: NodeEnv) -> tuple[Any, NodeResult]:
         """The rendered output becomes the run's output."""
         assert isinstance(node, FinishNode)
-        output = render(node.output, env.template_context)
+        output = await env.render(node.output, node.id, "output")
         return None, NodeResult(output=output, finish=True)

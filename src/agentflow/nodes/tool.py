@@ -8,7 +8,6 @@ from typing import Any
 from agentflow.core.node_specs import NodeSpec, ToolNode
 from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
-from agentflow.core.templating import render
 from agentflow.nodes.base import NodeEnv
 
 
@@ -31,7 +30,7 @@ class ToolRunner:
         """Call the tool; its return value is the step's output."""
         assert isinstance(node, ToolNode)
         spec = env.tools.get(node.tool)
-        args = render(node.args, env.template_context)
+        args = await env.render(node.args, node.id, "args")
         kwargs = spec.validate_args(args)
         if spec.wants_context:
             kwargs["ctx"] = ctx

@@ -14,7 +14,6 @@ from agentflow.core.errors import StepFailure
 from agentflow.core.node_specs import NodeSpec, WaitNode
 from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
-from agentflow.core.templating import render
 from agentflow.nodes.base import BaseRunner, NodeEnv
 
 
@@ -41,7 +40,7 @@ class WaitRunner(BaseRunner):
             return {"duration": seconds}, NodeResult(
                 {"slept": seconds}, wake_after=node.duration, passes_inbox=True
             )
-        until = render(node.until, env.template_context)
+        until = await env.render(node.until, node.id, "until")
         try:
             when = until if isinstance(until, datetime) else datetime.fromisoformat(str(until))
         except ValueError:

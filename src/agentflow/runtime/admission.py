@@ -22,6 +22,7 @@ from agentflow.core.events import Event
 from agentflow.core.records import VersionRecord
 from agentflow.core.sources import source_topics
 from agentflow.core.triggers import Trigger, conditions_hold, debounce_key, enrollment_key, event_document
+from agentflow.nodes.rendering import call_rendering
 from agentflow.runtime import metrics
 from agentflow.store import debounce, dispatch, gates
 from agentflow.store.database import Connection
@@ -82,7 +83,7 @@ async def admit(
     doc = event_document(event)
     agent_type = config.type if isinstance(config, AgentConfig) else None
     try:
-        key = enrollment_key(trigger, agent_type, event)
+        key = await call_rendering(enrollment_key, trigger, agent_type, event)
     except StepFailure as failure:
         return Decision("key_error", reason=failure.info.to_json())
     trigger_doc = {"source": source, "event": doc}

@@ -22,6 +22,7 @@ from agentflow.core.statuses import RunStatus
 from agentflow.core.step_context import StepContext
 from agentflow.nodes.base import NodeEnv
 from agentflow.nodes.registry import runner_for
+from agentflow.nodes.rendering import call_rendering
 from agentflow.store import json_codec
 from agentflow.store.checkpoints import NO_EFFECTS, Effects, RunWrite, StepWrite
 
@@ -130,7 +131,9 @@ async def execute(
         json_codec.encode(result.output)  # refuse what jsonb cannot store, as a step failure
         json_codec.encode(step_input)
         # Saved in this step's own checkpoint (the state document), so no extra write.
-        state = planner.save_to_state(config, cursor.state, node, env.template_context, result.output)
+        state = await call_rendering(
+            planner.save_to_state, config, cursor.state, node, env.template_context, result.output
+        )
         transition = planner.on_success(config, state, node, result)
         error = None
         tasks = [_task_doc(t) for t in ctx.tasks]

@@ -1,0 +1,10 @@
+"""Workflow templates: ``{{ ... }}`` in config values, rendered in a bounded Jinja sandbox.
+
+``render`` is the entry point; ``deferring`` and ``RenderDeferred`` let a caller on an event
+loop hand a slow render to a thread (``agentflow.nodes.rendering`` does).
+"""
+
+from agentflow.core.templating.meter import RenderDeferred, deferring
+from agentflow.core.templating.render import render, template_problem
+
+__all__ = ["RenderDeferred", "deferring", "render", "template_problem"]
