@@ -163,8 +163,13 @@ async def run_chaos(
                         kill(worker)
                 chaos.notes.setdefault("targeted_kills_at_s", []).append(round(time.monotonic() - started, 2))
             await asyncio.sleep(0.005)
+        pause = rng.uniform(1.5, 3.5)
         while not stop.is_set():
-            await asyncio.sleep(rng.uniform(1.5, 3.5))
+            await asyncio.sleep(pause)
+            # When no worker could be killed (on a loaded machine workers take seconds to be
+            # ready again), try again soon rather than after a whole interval, so the kill
+            # count does not depend on how busy the machine is.
+            pause = 0.2
             # Spare a young worker armed with a failpoint that has not fired yet, so that
             # every named failpoint gets its chance in each session.
             now = time.monotonic()
@@ -179,6 +184,7 @@ async def run_chaos(
                 # worker runs (G4); failpoints may still take both down at once.
                 if any(w.alive() and w.ready() for w in supervisor.workers if w is not victim):
                     kill(victim)
+                    pause = rng.uniform(1.5, 3.5)
 
     supervisor.start()
     tasks = [

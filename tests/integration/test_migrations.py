@@ -23,6 +23,7 @@ DECLARED_COLUMNS = {
         "lease_owner", "lease_expires_at", "fencing_token", "cancel_requested", "parent_run_id",
         "input_tokens", "output_tokens", "cached_input_tokens", "usd_cost", "created_at", "started_at",
         "updated_at", "completed_at", "canceled_at", "trigger", "inbox_seq", "account_id", "costs",
+        "began_token", "unstarted_rescues",
     },
     "run_steps": {
         "workspace_id", "id", "run_id", "seq", "attempt", "node_id", "kind", "name", "status", "input",
@@ -74,6 +75,7 @@ DECLARED_COLUMNS = {
 }  # fmt: skip
 DECLARED_INDEXES = {
     "runs_due": "WHERE (due_at IS NOT NULL)",
+    "runs_lapsed": "WHERE (lease_owner IS NOT NULL)",
     "runs_one_active_per_key": "UNIQUE INDEX",
     "run_steps_one_checkpoint": "WHERE (status = 'completed'::text)",
     "events_pkey": "(workspace_id, topic, message_id)",

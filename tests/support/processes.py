@@ -57,6 +57,7 @@ class WorkerProcess:
         log_dir: where ``<name>.out`` and ``<name>.err`` go.
         concurrency: runs at once.
         imports: modules with the tools.
+        prelude: Python run in the process before the CLI (a negative control's sabotage).
     """
 
     def __init__(
@@ -67,12 +68,14 @@ class WorkerProcess:
         *,
         concurrency: int = 4,
         imports: tuple[str, ...] = ("tests.support.fault_tools",),
+        prelude: str = "",
     ) -> None:
         self.name = name
         self.env = dict(env)
         self.out_path = log_dir / f"{name}.out"
         self.err_path = log_dir / f"{name}.err"
-        args = [sys.executable, "-c", _MAIN, "-v", "worker", "--concurrency", str(concurrency)]
+        main = f"{prelude}\n{_MAIN}" if prelude else _MAIN
+        args = [sys.executable, "-c", main, "-v", "worker", "--concurrency", str(concurrency)]
         args += ["--name", name]
         for module in imports:
             args += ["--import", module]

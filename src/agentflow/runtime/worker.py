@@ -267,6 +267,10 @@ class Worker:
             # before every step: a step costs its checkpoint statement and nothing more.
             pending = await inbox.load(self.db.pool, run.workspace_id, run.id) if inbox_seq else EMPTY
             cursor = step.Cursor.of(run, outputs, pending)
+            # Loaded: from here a lost worker cuts the step off, and costs the run a rescue.
+            if not await runs.begin(self.db.pool, run.workspace_id, run.id, token, self.name):
+                logger.info("run %s: lease lost before its step began", run.id)
+                return
             while True:
                 failpoint("before_step")
                 held.step = asyncio.ensure_future(

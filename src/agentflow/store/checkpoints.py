@@ -29,6 +29,9 @@ WITH r AS (
         step_seq = step_seq + $10::int,
         attempt = CASE WHEN $10::int = 1 THEN 0 ELSE attempt + 1 END,
         rescues = CASE WHEN $10::int = 1 THEN 0 ELSE rescues END,
+        unstarted_rescues = CASE WHEN $10::int = 1 THEN 0 ELSE unstarted_rescues END,
+        -- Going on here: the next step begins at once, under this same lease.
+        began_token = CASE WHEN $5 = 'in_progress' THEN $3 ELSE began_token END,
         -- Going on (in_progress): the lease and due_at stay as they are (heartbeats extend
         -- them), so the update changes no indexed column and can be HOT.
         due_at = CASE $5

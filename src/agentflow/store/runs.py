@@ -19,7 +19,7 @@ from agentflow.store.checkpoints import Checkpointed, Effects, RunWrite, StepWri
 from agentflow.store.database import WAKE_CHANNEL, Connection
 
 __all__ = [
-    "Checkpointed", "Claimed", "Effects", "RunWrite", "StepWrite", "cancel", "checkpoint", "claim",
+    "Checkpointed", "Claimed", "Effects", "RunWrite", "StepWrite", "begin", "cancel", "checkpoint", "claim",
     "finish_cancel", "heartbeat", "release", "retry", "seconds_to_next_due", "start",
 ]  # fmt: skip
 
@@ -54,29 +54,57 @@ async def start(
 
 
 _CLAIM = """
-WITH due AS (
-    SELECT ctid AS tid,
-           CASE WHEN cancel_requested THEN 'canceled'
-                WHEN lease_owner IS NOT NULL AND rescues >= $4 THEN 'failed'
-                ELSE 'in_progress' END AS verdict,
-           (lease_owner IS NOT NULL) AS rescued
+WITH lapsed AS (
+    -- Runs whose worker was lost come first: they have waited longest.
+    SELECT ctid AS tid, true AS lapsed, coalesce(began_token = fencing_token, false) AS began,
+           cancel_requested, rescues, unstarted_rescues
     FROM runs
-    WHERE due_at <= now()
+    WHERE due_at <= now() AND lease_owner IS NOT NULL
     ORDER BY due_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
+), ready AS (
+    SELECT ctid AS tid, false AS lapsed, false AS began, cancel_requested, rescues, unstarted_rescues
+    FROM runs
+    WHERE due_at <= now() AND lease_owner IS NULL
+    ORDER BY due_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+), picked AS (
+    SELECT * FROM lapsed
+    UNION ALL
+    -- Read lazily: only as many ready runs are locked as there are slots left.
+    (SELECT * FROM ready LIMIT greatest($2 - (SELECT count(*) FROM lapsed), 0))
+), due AS (
+    SELECT tid, lapsed, began,
+           CASE WHEN cancel_requested THEN 'canceled'
+                WHEN lapsed AND began AND rescues >= $4 THEN 'failed'
+                WHEN lapsed AND NOT began AND unstarted_rescues >= $5 THEN 'failed'
+                ELSE 'in_progress' END AS verdict
+    FROM picked
 )
 UPDATE runs r SET
     status = due.verdict,
     status_reason = CASE due.verdict WHEN 'failed' THEN 'worker_lost'
                                      WHEN 'canceled' THEN 'canceled_by_request' END,
-    error = CASE WHEN due.verdict = 'failed' THEN jsonb_build_object(
+    error = CASE WHEN due.verdict <> 'failed' THEN r.error
+                 WHEN due.began THEN jsonb_build_object(
                 'code', 'worker_lost',
-                'message', format('the worker running step %s was lost %s times in a row',
-                                  r.step_seq, r.rescues + 1),
+                'message', format('the worker running step %s was lost %s times in a row while the'
+                                  ' step ran', r.step_seq, r.rescues + 1),
+                'details', jsonb_build_object('while_step_ran', r.rescues + 1,
+                                              'before_step_began', r.unstarted_rescues),
                 'solution', 'Find why workers die on this step (logs, memory), then retry the run.')
-            ELSE r.error END,
-    rescues = r.rescues + due.rescued::int,
+                 ELSE jsonb_build_object(
+                'code', 'worker_lost',
+                'message', format('workers that claimed the run were lost %s times before step %s'
+                                  ' began', r.unstarted_rescues + 1, r.step_seq),
+                'details', jsonb_build_object('while_step_ran', r.rescues,
+                                              'before_step_began', r.unstarted_rescues + 1),
+                'solution', 'Find why workers die while loading this run (logs, memory: its'
+                            ' step outputs and inbox are loaded first), then retry the run.') END,
+    rescues = r.rescues + (due.lapsed AND due.began)::int,
+    unstarted_rescues = r.unstarted_rescues + (due.lapsed AND NOT due.began)::int,
     fencing_token = r.fencing_token + 1,
     lease_owner = CASE WHEN due.verdict = 'in_progress' THEN $1 END,
     lease_expires_at = CASE WHEN due.verdict = 'in_progress'
@@ -91,7 +119,7 @@ FROM due
 -- planned as a scan of every run). If a row changes between this statement's snapshot and
 -- its lock, it is skipped and the next claim takes it.
 WHERE r.ctid = due.tid
-RETURNING r.*, due.rescued
+RETURNING r.*, due.lapsed AS rescued
 """
 
 
@@ -105,16 +133,41 @@ class Claimed:
 
 
 async def claim(
-    pool: asyncpg.Pool, owner: str, limit: int, lease_ttl: float, max_rescues: int
+    pool: asyncpg.Pool,
+    owner: str,
+    limit: int,
+    lease_ttl: float,
+    max_rescues: int,
+    max_unstarted_rescues: int | None = None,
 ) -> list[Claimed]:
-    """Claim up to ``limit`` due runs in one statement.
+    """Claim up to ``limit`` due runs in one statement, runs whose lease expired first.
 
-    Runs whose lease expired are rescued (counted); a run already rescued
-    ``max_rescues`` times fails with ``worker_lost`` instead, and a run whose cancel was
-    requested is canceled. Both come back with their terminal status.
+    A run whose lease expired is rescued. The rescue is counted against ``max_rescues``
+    when the lost worker had begun the run's step (see ``begin``), else against
+    ``max_unstarted_rescues`` (default: ``3 * max_rescues + 1``); a run past either fails
+    with ``worker_lost`` instead, its error saying which. A run whose cancel was requested
+    is canceled. Both come back with their terminal status.
     """
-    rows = await pool.fetch(_CLAIM, owner, limit, lease_ttl, max_rescues)
+    unstarted = 3 * max_rescues + 1 if max_unstarted_rescues is None else max_unstarted_rescues
+    rows = await pool.fetch(_CLAIM, owner, limit, lease_ttl, max_rescues, unstarted)
     return [Claimed(RunRecord.from_row(r), r["rescued"], r["inbox_seq"]) for r in rows]
+
+
+async def begin(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID, token: int, owner: str) -> bool:
+    """Record that the holder of ``token`` begins the run's step (after loading what it needs).
+
+    A worker lost after this costs the run a rescue; one lost before it does not (see
+    ``claim``). Later steps of the same claim are marked by their checkpoint for free.
+
+    Returns:
+        False when the lease was lost (the run must not be executed).
+    """
+    row = await pool.fetchrow(
+        "UPDATE runs SET began_token = $3 WHERE workspace_id = $1 AND id = $2"
+        " AND fencing_token = $3 AND lease_owner = $4 AND status = 'in_progress' RETURNING id",
+        workspace_id, run_id, token, owner,
+    )  # fmt: skip
+    return row is not None
 
 
 _HEARTBEAT = (
@@ -218,7 +271,7 @@ async def retry(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID) -> RunReco
     """
     row = await pool.fetchrow(
         "UPDATE runs SET status = 'in_progress', status_reason = 'retried', attempt = 0,"
-        " rescues = 0, error = NULL, completed_at = NULL, cancel_requested = false,"
+        " rescues = 0, unstarted_rescues = 0, error = NULL, completed_at = NULL, cancel_requested = false,"
         " due_at = now(), lease_owner = NULL, lease_expires_at = NULL,"
         " fencing_token = fencing_token + 1, updated_at = now()"
         " WHERE workspace_id = $1 AND id = $2 AND status = 'failed'"

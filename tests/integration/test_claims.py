@@ -1,0 +1,99 @@
+"""Claims under lost workers: a rescue is counted only when the lost worker had begun the
+run's step; lapsed runs are claimed ahead of the ready backlog; a claim takes no more runs
+than asked. Leases are made to lapse by moving their expiry into the past (the database
+clock decides lapses, so this is the same as waiting)."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from agentflow.engine import Engine
+from agentflow.store import runs
+
+FLOW = {
+    "name": "claims",
+    "kind": "structured",
+    "nodes": [{"id": "done", "type": "finish", "output": {"ok": True}}],
+}
+
+
+async def lapse(engine: Engine, run_id: UUID) -> None:
+    """Make the run's lease expire now, as if its worker had died a lease TTL ago."""
+    await engine.db.pool.execute(
+        "UPDATE runs SET lease_expires_at = now() - interval '1 second', due_at = now() - interval '1 second'"
+        " WHERE id = $1",
+        run_id,
+    )
+
+
+async def claim_one(engine: Engine, owner: str, run_id: UUID, max_rescues: int = 3) -> runs.Claimed:
+    claimed = await runs.claim(engine.db.pool, owner, 10, 30.0, max_rescues)
+    ours = [c for c in claimed if c.run.id == run_id]
+    assert len(ours) == 1, claimed
+    return ours[0]
+
+
+async def test_workers_lost_before_the_step_began_do_not_count_as_rescues(engine: Engine) -> None:
+    await engine.publish_workflow(FLOW)
+    run = await engine.start_run("claims", {})
+    for i in range(6):
+        held = await claim_one(engine, f"w{i}", run.id)
+        assert held.run.status == "in_progress"
+        await lapse(engine, run.id)  # lost after the claim, before begin
+    row = await engine.db.pool.fetchrow("SELECT rescues, unstarted_rescues FROM runs WHERE id = $1", run.id)
+    assert (row["rescues"], row["unstarted_rescues"]) == (0, 5)
+
+
+async def test_workers_lost_while_the_step_ran_count_and_fail_the_run_at_the_cap(engine: Engine) -> None:
+    await engine.publish_workflow(FLOW)
+    run = await engine.start_run("claims", {})
+    for i in range(4):
+        held = await claim_one(engine, f"w{i}", run.id)
+        assert held.run.status == "in_progress", held.run.error
+        assert await runs.begin(engine.db.pool, run.workspace_id, run.id, held.run.fencing_token, f"w{i}")
+        await lapse(engine, run.id)
+    ended = await claim_one(engine, "w-last", run.id)
+    assert ended.run.status == "failed" and ended.run.status_reason == "worker_lost"
+    error = ended.run.error
+    assert error is not None and error["code"] == "worker_lost"
+    assert error["details"] == {"while_step_ran": 4, "before_step_began": 0}
+    assert "while the step ran" in error["message"]
+
+
+async def test_a_run_whose_workers_die_before_its_step_begins_fails_at_a_larger_cap(engine: Engine) -> None:
+    await engine.publish_workflow(FLOW)
+    run = await engine.start_run("claims", {})
+    cap = 3 * 1 + 1  # the default for max_rescues=1
+    for i in range(cap + 1):  # the first claim, then ``cap`` lapses that are survived
+        assert (await claim_one(engine, f"w{i}", run.id, max_rescues=1)).run.status == "in_progress"
+        await lapse(engine, run.id)
+    ended = await claim_one(engine, "w-last", run.id, max_rescues=1)
+    assert ended.run.status == "failed"
+    assert ended.run.error is not None and ended.run.error["details"]["before_step_began"] == cap + 1
+    assert "before step 0 began" in ended.run.error["message"]
+
+
+async def test_begin_is_fenced(engine: Engine) -> None:
+    await engine.publish_workflow(FLOW)
+    run = await engine.start_run("claims", {})
+    held = await claim_one(engine, "w1", run.id)
+    await lapse(engine, run.id)
+    await claim_one(engine, "w2", run.id)
+    assert not await runs.begin(engine.db.pool, run.workspace_id, run.id, held.run.fencing_token, "w1")
+
+
+async def test_lapsed_runs_are_claimed_ahead_of_the_ready_backlog(engine: Engine) -> None:
+    await engine.publish_workflow(FLOW)
+    lapsed = await engine.start_run("claims", {})
+    await claim_one(engine, "dead", lapsed.id)
+    backlog = [await engine.start_run("claims", {"i": i}) for i in range(20)]
+    await lapse(engine, lapsed.id)
+    # The backlog became due before the lease lapsed, yet the lapsed run comes first.
+    await engine.db.pool.execute(
+        "UPDATE runs SET due_at = now() - interval '1 hour' WHERE id = ANY($1::uuid[])",
+        [r.id for r in backlog],
+    )
+    claimed = await runs.claim(engine.db.pool, "alive", 3, 30.0, 3)
+    assert len(claimed) == 3, "a claim takes as many runs as it was asked for, no more"
+    assert claimed[0].run.id == lapsed.id and claimed[0].rescued
+    assert all(not c.rescued for c in claimed[1:])
