@@ -154,9 +154,12 @@ def check_replace(text: str | bytes, old: Any, new: Any, count: Any) -> None:
     Raises:
         TemplateLimitError: the result would be too big.
     """
-    if not isinstance(old, type(text)) or not isinstance(new, type(text)):
+    if isinstance(text, str) and isinstance(old, str) and isinstance(new, str):
+        occurrences = text.count(old)
+    elif isinstance(text, bytes) and isinstance(old, bytes) and isinstance(new, bytes):
+        occurrences = text.count(old)
+    else:
         return  # replace() raises its own error
-    occurrences = text.count(old)
     if _is_int(count) and count >= 0:
         occurrences = min(occurrences, count)
     refuse_over(len(text) + occurrences * max(len(new) - len(old), 0), "replace()")
