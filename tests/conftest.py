@@ -14,9 +14,12 @@ from tests.support.db import DatabaseServer
 @pytest.fixture(scope="session")
 async def pg_server() -> AsyncIterator[DatabaseServer]:
     server = DatabaseServer()
-    await server.create_template()
-    yield server
-    await server.close()
+    try:
+        await server.create_template()
+        yield server
+    finally:
+        # Stops the embedded server and removes its data directory (see DatabaseServer.close).
+        await server.close()
 
 
 @pytest.fixture

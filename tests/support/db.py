@@ -8,6 +8,7 @@ which copies the migrated schema in milliseconds.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import uuid
 from pathlib import Path
@@ -30,10 +31,15 @@ class DatabaseServer:
 
     def __init__(self) -> None:
         self._embedded: EmbeddedServer | None = None
+        self._data_dir: Path | None = None
         url = os.environ.get("AGENTFLOW_TEST_DATABASE_URL")
         if not url:
-            data_dir = Path(tempfile.mkdtemp(prefix="agentflow-test-"))
-            self._embedded = EmbeddedServer(data_dir)
+            self._data_dir = data_dir = Path(tempfile.mkdtemp(prefix="agentflow-test-"))
+            try:
+                self._embedded = EmbeddedServer(data_dir)
+            except BaseException:
+                shutil.rmtree(data_dir, ignore_errors=True)
+                raise
             url = self._embedded.url("postgres")
         self.admin_url = with_database(url, "postgres") if self._embedded else url
         self.template = f"agentflow_tpl_{os.getpid()}"
@@ -65,10 +71,22 @@ class DatabaseServer:
             await conn.close()
 
     async def close(self) -> None:
-        conn = await asyncpg.connect(self.admin_url)
         try:
-            await conn.execute(f"DROP DATABASE IF EXISTS {self.template} WITH (FORCE)")
-        finally:
-            await conn.close()
-        if self._embedded is not None:
-            self._embedded.stop()
+            conn = await asyncpg.connect(self.admin_url)
+            try:
+                await conn.execute(f"DROP DATABASE IF EXISTS {self.template} WITH (FORCE)")
+            finally:
+                await conn.close()
+        finally:  # even when the server is unwell: stop it and take its files away
+            if self._embedded is not None:
+                self._embedded.stop()
+                self._remove_data_dir()
+
+    def _remove_data_dir(self) -> None:
+        """Delete the session's data directory (about 60 MB), once its server has stopped."""
+        assert self._data_dir is not None
+        if self._embedded is not None and self._embedded.running():
+            # Another process still holds the server (it stops when that one exits); deleting
+            # the files under a running server would only make it fail.
+            return
+        shutil.rmtree(self._data_dir, ignore_errors=True)

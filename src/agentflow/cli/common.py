@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
+import os
+import signal
+import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -24,11 +28,43 @@ IMPORTS_OPTION = typer.Option(
 
 
 def settings_with(imports: list[str] | None = None) -> Settings:
-    """Settings from the environment plus ``--import`` modules."""
+    """Settings from the environment plus ``--import`` modules, which are imported now.
+
+    Exits with a one-line ``import_failed`` error when one of them cannot be found.
+    """
     settings = Settings()
     if imports:
         settings = settings.model_copy(update={"imports": ",".join([*settings.import_modules, *imports])})
+    import_modules(settings.import_modules)
     return settings
+
+
+def import_modules(names: list[str]) -> None:
+    """Import the user's modules (``--import``, ``AGENTFLOW_IMPORTS``) from the working directory
+    or the Python path; a module that is not there exits 1 with one line saying where we looked.
+    """
+    # A console script's path starts with its own bin directory, not the working directory
+    # (``python -m`` and ``python -c`` put the latter first): ``--import mytools`` next to
+    # mytools.py must work the same way.
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.insert(0, here)
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            # Only the module asked for (or a package above it): a module that *it* imports
+            # and is missing is a bug in that module, whose traceback says where.
+            if exc.name is None or not (name == exc.name or name.startswith(exc.name + ".")):
+                raise
+            err_console.print(
+                f"[bold red]error[/] [red]import_failed[/]: no module named {exc.name!r} (from --import"
+                f" {name!r}) in the working directory {here} or on the Python path; run from the"
+                " directory that holds it, or add that directory to PYTHONPATH.",
+                soft_wrap=True,
+                highlight=False,
+            )
+            raise typer.Exit(1) from None
 
 
 def run_with_engine(
@@ -45,10 +81,40 @@ def run_with_engine(
             return await action(engine)
 
     try:
-        return asyncio.run(go())
+        return run_async(go)
     except AgentflowError as exc:
         fail(exc)
         raise  # unreachable: fail() exits
+
+
+def run_async(main: Callable[[], Awaitable[T]]) -> T:
+    """``asyncio.run(main())``, where SIGTERM cancels ``main`` and then exits 143.
+
+    Python's default SIGTERM ends the process on the spot: no ``finally``, no ``atexit``, so
+    an embedded PostgreSQL this process opened would stay registered to it and run on. Here
+    cancellation unwinds ``main`` (the engine closes, the server is released). A command that
+    handles SIGTERM itself (``worker``) installs its own handler, which replaces this one.
+    """
+    terminated = False
+
+    async def guarded() -> T:
+        task = asyncio.current_task()
+        assert task is not None
+
+        def on_sigterm() -> None:
+            nonlocal terminated
+            terminated = True
+            task.cancel()
+
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, on_sigterm)
+        return await main()
+
+    try:
+        return asyncio.run(guarded())
+    except asyncio.CancelledError:
+        if terminated:
+            raise typer.Exit(128 + signal.SIGTERM) from None
+        raise
 
 
 def fail(exc: AgentflowError) -> None:

@@ -6,7 +6,7 @@ import asyncio
 
 import typer
 
-from agentflow.cli.common import console, settings_with
+from agentflow.cli.common import console, run_async, settings_with
 from agentflow.engine import upgrade_schema
 from agentflow.store.embedded import EmbeddedServer
 
@@ -22,7 +22,7 @@ def upgrade() -> None:
         embedded = None
         url = settings.database_url
         if url is None:
-            embedded = EmbeddedServer(settings.data_dir)
+            embedded = await asyncio.to_thread(EmbeddedServer, settings.data_dir)
             url = embedded.url()
         try:
             return [f"{m.version:04d}_{m.name}" for m in await upgrade_schema(url)]
@@ -30,7 +30,7 @@ def upgrade() -> None:
             if embedded is not None:
                 embedded.stop()
 
-    applied = asyncio.run(go())
+    applied = run_async(go)
     if applied:
         for name in applied:
             console.print(f"applied [bold]{name}[/]")

@@ -5,26 +5,38 @@ and a due-soon reminder (time compressed), completing the tasks re-triggers the 
 completes; a churn-risk signal gets a get-well plan from the knowledge base and its tasks; an
 email about pricing notifies the account owner. Emails go through real SMTP to a local sink
 the demo starts. It runs on the scripted model unless ``AGENTFLOW_MODEL`` names a real one.
+
+Everything it writes goes to its own workspace (``agentflow-demo``), never the user's: its
+workflows listen to ``meeting.*``, ``email.*`` and ``signal.*``, topics a user's own events
+use too. When it ends it cancels what is still active and disables its workflows, so nothing
+of it runs later on the user's workers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import uuid
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+import asyncpg
 import typer
 from rich.table import Table
 
-from agentflow.cli.common import console, run_with_engine, settings_with
+from agentflow.cli.common import console, err_console, run_with_engine, settings_with
 from agentflow.cli.render import timeline
+from agentflow.core.errors import ConflictError
 from agentflow.core.records import RunRecord
 from agentflow.core.reports import summary_line
 from agentflow.engine import Engine
 from agentflow.integrations.smtp_sink import SmtpSink
+from agentflow.store.workspace_setup import ensure_workspace
+
+DEMO_WORKSPACE = UUID("00000000-0000-0000-0000-000000000de0")
+DEMO_WORKSPACE_NAME = "agentflow-demo"
 
 ACTIONS = {
     "create_tasks": {"enabled": True, "expiry": "14d"},
@@ -117,19 +129,17 @@ async def _demo(engine: Engine, sink: SmtpSink, timeout: float) -> None:
         if model
         else "model: the scripted provider (no model configured; set AGENTFLOW_MODEL=openai:gpt-4o-mini, ...)"
     )
-    console.print(f"email: a local SMTP sink at {sink.url}\n")
+    console.print(f"email: a local SMTP sink at {sink.url}")
+    await _own_workspace(engine)
     for account_id, name, owner, attributes in ACCOUNTS:
-        await engine.accounts.upsert(account_id, name=name, owner=owner, attributes=attributes)
+        await engine.accounts.upsert(
+            account_id, name=name, owner=owner, attributes=attributes, workspace_id=DEMO_WORKSPACE
+        )
     for config in WORKFLOWS:
-        published = await engine.publish_workflow(config)
+        published = await engine.publish_workflow(config, enabled=True, workspace_id=DEMO_WORKSPACE)
         console.print(f"workflow [bold]{config['name']}[/] version {published.version.version}")
-    # Each demo stands alone: earlier demo runs on this database are canceled and not shown.
-    earlier: set[UUID] = set()
-    for config in WORKFLOWS:
-        for old in await engine.list_runs(workflow=config["name"], limit=500):
-            earlier.add(old.id)
-            if not old.status.is_terminal:
-                await engine.cancel_run(old.id)
+    # Each demo stands alone: earlier demo runs are not shown.
+    earlier = await _wind_down(engine)
     started_at = await engine.db.pool.fetchval("SELECT now()")
     suffix = uuid.uuid4().hex[:8]
     events = [{**e, "message_id": f"{e['message_id']}-{suffix}"} for e in EVENTS]
@@ -137,31 +147,67 @@ async def _demo(engine: Engine, sink: SmtpSink, timeout: float) -> None:
     worker_task = asyncio.create_task(worker.run())
     deadline = asyncio.get_running_loop().time() + timeout
     try:
-        await engine.events.publish(events)
-        console.print(f"published {len(EVENTS)} events: a meeting, a churn signal, two emails\n")
-        meeting = await _run_of(engine, "demo-meeting-follow-up", earlier, deadline)
-        await _follow_meeting(engine, sink, meeting, deadline)
-        for name in ("demo-get-well", "demo-pricing-watch"):
-            run = await _run_of(engine, name, earlier, deadline)
-            await _settled(engine, run, deadline)
-        await _mail_settled(engine, deadline)
+        try:
+            await engine.events.publish(events, workspace_id=DEMO_WORKSPACE)
+            console.print(f"published {len(EVENTS)} events: a meeting, a churn signal, two emails\n")
+            meeting = await _run_of(engine, "demo-meeting-follow-up", earlier, deadline)
+            await _follow_meeting(engine, sink, meeting, deadline)
+            for name in ("demo-get-well", "demo-pricing-watch"):
+                run = await _run_of(engine, name, earlier, deadline)
+                await _settled(engine, run, deadline)
+            await _mail_settled(engine, deadline)
+        finally:
+            worker.stop()
+            await worker_task
+        ok = await _show(engine, sink, earlier, started_at)
     finally:
-        worker.stop()
-        await worker_task
-    ok = await _show(engine, sink, earlier, started_at)
+        # Whatever happened, nothing of the demo may run later on the user's workers.
+        await _wind_down(engine, disable=True)
     if not ok:
         raise typer.Exit(1)
+
+
+async def _own_workspace(engine: Engine) -> None:
+    try:
+        await ensure_workspace(engine.db.pool, DEMO_WORKSPACE, DEMO_WORKSPACE_NAME)
+    except asyncpg.UniqueViolationError:
+        err_console.print(
+            f"[bold red]error[/] workspace_name_taken: another workspace is named {DEMO_WORKSPACE_NAME!r};"
+            " the demo needs that name for its own workspace.",
+            soft_wrap=True,
+        )
+        raise typer.Exit(1) from None
+    console.print(
+        f"workspace: the demo runs in its own workspace {DEMO_WORKSPACE_NAME!r} ({DEMO_WORKSPACE});"
+        " yours is left as it is\n",
+        highlight=False,
+    )
+
+
+async def _wind_down(engine: Engine, *, disable: bool = False) -> set[UUID]:
+    """Cancel the demo's active runs (and with ``disable``, disable its workflows); return every
+    run id the demo workflows have."""
+    seen: set[UUID] = set()
+    for config in WORKFLOWS:
+        for run in await engine.list_runs(workflow=config["name"], limit=1000, workspace_id=DEMO_WORKSPACE):
+            seen.add(run.id)
+            if not run.status.is_terminal:
+                with contextlib.suppress(ConflictError):  # it ended meanwhile
+                    await engine.cancel_run(run.id, reason="demo_ended", workspace_id=DEMO_WORKSPACE)
+        if disable:
+            await engine.set_flags(config["name"], enabled=False, workspace_id=DEMO_WORKSPACE)
+    return seen
 
 
 async def _follow_meeting(engine: Engine, sink: SmtpSink, run: RunRecord, deadline: float) -> None:
     """Complete the meeting's tasks one by one, as the people would; each change wakes the run."""
     run = await _settled(engine, run, deadline)
-    tasks = await engine.tasks.list(run_id=run.id)
+    tasks = await engine.tasks.list(run_id=run.id, workspace_id=DEMO_WORKSPACE)
     console.print(f"the meeting run created {len(tasks)} tasks and waits for them")
     await _wait_for(functools.partial(_reminders_sent, sink, len(tasks)), deadline)
     for task in tasks:
-        before = (await engine.get_run(run.id)).step_seq
-        await engine.tasks.complete(task.id)
+        before = (await engine.get_run(run.id, workspace_id=DEMO_WORKSPACE)).step_seq
+        await engine.tasks.complete(task.id, workspace_id=DEMO_WORKSPACE)
         console.print(f"  completed task “{task.title}” (assigned to {task.assignee})")
         await _wait_for(functools.partial(_moved, engine, run, before), deadline)
         await _settled(engine, run, deadline)
@@ -173,13 +219,17 @@ async def _reminders_sent(sink: SmtpSink, tasks: int) -> bool:
 
 
 async def _moved(engine: Engine, run: RunRecord, seq: int) -> bool:
-    now = await engine.get_run(run.id)
+    now = await engine.get_run(run.id, workspace_id=DEMO_WORKSPACE)
     return now.step_seq > seq and now.status != "in_progress"
 
 
 async def _run_of(engine: Engine, workflow: str, earlier: set[UUID], deadline: float) -> RunRecord:
     while True:
-        found = [r for r in await engine.list_runs(workflow=workflow) if r.id not in earlier]
+        found = [
+            r
+            for r in await engine.list_runs(workflow=workflow, workspace_id=DEMO_WORKSPACE)
+            if r.id not in earlier
+        ]
         if found:
             return found[-1]
         await _tick(deadline, f"no run of {workflow} started")
@@ -188,7 +238,7 @@ async def _run_of(engine: Engine, workflow: str, earlier: set[UUID], deadline: f
 async def _settled(engine: Engine, run: RunRecord, deadline: float) -> RunRecord:
     """The run once it rests: finished, suspended, or waiting for something."""
     while True:
-        now = await engine.get_run(run.id)
+        now = await engine.get_run(run.id, workspace_id=DEMO_WORKSPACE)
         if now.status not in ("created", "in_progress"):
             return now
         await _tick(deadline, f"run {run.id} did not settle")
@@ -197,7 +247,8 @@ async def _settled(engine: Engine, run: RunRecord, deadline: float) -> RunRecord
 async def _mail_settled(engine: Engine, deadline: float) -> None:
     async def none_pending() -> bool:
         return not await engine.db.pool.fetchval(
-            "SELECT count(*) FROM notifications WHERE status = 'pending'"
+            "SELECT count(*) FROM notifications WHERE workspace_id = $1 AND status = 'pending'",
+            DEMO_WORKSPACE,
         )
 
     await _wait_for(none_pending, deadline)
@@ -219,19 +270,19 @@ async def _show(engine: Engine, sink: SmtpSink, earlier: set[UUID], started_at: 
     console.print()
     results: dict[str, RunRecord] = {}
     for config in WORKFLOWS:
-        for run in reversed(await engine.list_runs(workflow=config["name"])):
+        for run in reversed(await engine.list_runs(workflow=config["name"], workspace_id=DEMO_WORKSPACE)):
             if run.id in earlier:
                 continue
             results[config["name"]] = run
             console.print(f"[bold]{config['name']}[/] (account {run.account_id})")
-            console.print(timeline(run, await engine.list_steps(run.id)))
+            console.print(timeline(run, await engine.list_steps(run.id, workspace_id=DEMO_WORKSPACE)))
             if run.output and run.output.get("summary"):
                 console.print(f"  summary: {run.output['summary']}")
             plan = (run.state.get("agent") or {}).get("plan")
             if plan:
                 cited = "; ".join(dict.fromkeys(c["title"] for c in plan.get("citations", [])))
                 console.print(f"  plan: {len(plan.get('steps', []))} steps, citing {cited}")
-            created = await engine.tasks.list(run_id=run.id)
+            created = await engine.tasks.list(run_id=run.id, workspace_id=DEMO_WORKSPACE)
             if created:
                 table = Table(
                     "task", "assignee", "priority", "due", "status", title="  tasks", title_justify="left"
@@ -245,19 +296,23 @@ async def _show(engine: Engine, sink: SmtpSink, earlier: set[UUID], started_at: 
     for m in sink.messages:
         mail.add_row(", ".join(m.rcpt_tos), m.subject)
     console.print(mail)
-    report = await engine.reports.impact(since=started_at)
+    report = await engine.reports.impact(since=started_at, workspace_id=DEMO_WORKSPACE)
     console.print("\n[bold]What has this agent done for me?[/]")
     console.print(summary_line(report), highlight=False, markup=False)
     if engine.settings.model:
         return all(r.status != "failed" for r in results.values())
     meeting, churn, pricing = (results.get(c["name"]) for c in WORKFLOWS)
     subjects = " ".join(m.subject.lower() for m in sink.messages)
-    pricing_runs = [r for r in await engine.list_runs(workflow=WORKFLOWS[2]["name"]) if r.id not in earlier]
+    pricing_runs = [
+        r
+        for r in await engine.list_runs(workflow=WORKFLOWS[2]["name"], workspace_id=DEMO_WORKSPACE)
+        if r.id not in earlier
+    ]
     checks = {
         "the meeting run completed": meeting is not None and meeting.status == "completed",
         "the churn run made a plan and tasks": churn is not None
         and bool((churn.state.get("agent") or {}).get("plan"))
-        and bool(await engine.tasks.list(run_id=churn.id)),
+        and bool(await engine.tasks.list(run_id=churn.id, workspace_id=DEMO_WORKSPACE)),
         "the pricing email notified the owner": pricing is not None and pricing.status == "completed"
         and "pricing concern" in subjects,
         "assignment and due-soon emails went out": "new task" in subjects and "due soon" in subjects,

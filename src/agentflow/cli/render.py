@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
+from uuid import UUID
 
+from rich import box
 from rich.table import Table
 
 from agentflow.core.records import RunRecord, StepRecord
@@ -33,16 +36,22 @@ def short(value: Any, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def runs_table(runs: list[RunRecord]) -> Table:
-    """One row per run."""
-    table = Table("run", "version", "status", "reason", "step", "created", "ended")
+def runs_table(runs: list[RunRecord], workflow_names: Mapping[UUID, str]) -> Table:
+    """One row per run: its whole id (what ``runs show`` takes), workflow and version, status
+    (and why), completed steps, and when it was created."""
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    # The id never shrinks: a cut id cannot be pasted back. On a narrow terminal the other
+    # columns wrap instead.
+    table.add_column("run", no_wrap=True, min_width=36)
+    table.add_column("workflow", overflow="fold")
+    table.add_column("status", overflow="fold")
+    table.add_column("step", justify="right", no_wrap=True)
+    table.add_column("created", no_wrap=True)
     for run in runs:
-        ended = run.completed_at or run.canceled_at
-        table.add_row(
-            str(run.id), str(run.workflow_version), status_text(run.status), run.status_reason or "",
-            str(run.step_seq), run.created_at.strftime("%H:%M:%S.%f")[:-3],
-            ended.strftime("%H:%M:%S.%f")[:-3] if ended else "",
-        )  # fmt: skip
+        name = workflow_names.get(run.workflow_id, str(run.workflow_id))
+        status = status_text(run.status) + (f"\n[dim]{run.status_reason}[/]" if run.status_reason else "")
+        created = run.created_at.astimezone().strftime("%H:%M:%S")
+        table.add_row(str(run.id), f"{name} v{run.workflow_version}", status, str(run.step_seq), created)
     return table
 
 

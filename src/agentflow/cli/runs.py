@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import typer
 
-from agentflow.cli.common import console, parse_json_option, run_with_engine
+from agentflow.cli.common import console, err_console, parse_json_option, run_with_engine
 from agentflow.cli.render import runs_table, short, status_text, timeline
+from agentflow.cli.run_ref import resolve_run_id
 from agentflow.engine import Engine
 
 app = typer.Typer(help="Start and inspect runs.", no_args_is_help=True)
@@ -19,20 +20,39 @@ def start(
         None, "--state", help="Starting values of the run's variables, as a JSON object."
     ),
     version: int | None = typer.Option(None, help="Pin a version (default: the latest)."),
-    wait: bool = typer.Option(False, "--wait", help="Wait for the run to end (needs a worker)."),
+    wait: bool = typer.Option(
+        False, "--wait", help="Wait for the run to end (needs a worker); exit 1 unless it completed."
+    ),
+    timeout: float = typer.Option(
+        3600.0, "--timeout", min=0, help="With --wait: give up after this many seconds."
+    ),
 ) -> None:
     """Start a run."""
     data = parse_json_option(payload, "--payload")
     variables = parse_json_option(state, "--state")
 
-    async def go(engine: Engine) -> None:
+    async def go(engine: Engine) -> bool:
         run = await engine.start_run(workflow, data, state=variables, version=version)
         console.print(f"started run [bold]{run.id}[/] (version {run.workflow_version})")
-        if wait:
-            run = await engine.wait_for_run(run.id, timeout=3600)
-            console.print(timeline(run, await engine.list_steps(run.id)))
+        if not wait:
+            return True
+        run = await engine.wait_for_run(run.id, timeout=timeout)
+        console.print(timeline(run, await engine.list_steps(run.id)))
+        if not run.status.is_terminal:
+            err_console.print(
+                f"[bold red]error[/] run {run.id} did not end within {timeout:g} s (it is {run.status})",
+                highlight=False,
+            )
+            return False
+        if run.status != "completed":
+            # Scripts chain on the exit code: only a completed run is a success.
+            why = f": {run.error.get('code')}: {run.error.get('message')}" if run.error else ""
+            err_console.print(f"run {run.id} {run.status}{why}", highlight=False, soft_wrap=True)
+            return False
+        return True
 
-    run_with_engine(go)
+    if not run_with_engine(go):
+        raise typer.Exit(1)
 
 
 @app.command("list")
@@ -44,19 +64,25 @@ def list_(
     """List runs, newest first."""
 
     async def go(engine: Engine) -> None:
-        console.print(runs_table(await engine.list_runs(workflow=workflow, status=status, limit=limit)))
+        runs = await engine.list_runs(workflow=workflow, status=status, limit=limit)
+        names = {w.id: w.name for w in await engine.list_workflows()}
+        console.print(runs_table(runs, names))
 
     run_with_engine(go)
 
 
+RUN_ID = typer.Argument(..., help="The run id, or a unique start of it (at least 4 characters).")
+
+
 @app.command("show")
-def show(run_id: str = typer.Argument(..., help="The run id.")) -> None:
+def show(run_id: str = RUN_ID) -> None:
     """Show a run and its step timeline."""
 
     async def go(engine: Engine) -> None:
-        run = await engine.get_run(run_id)
+        run = await engine.get_run(await resolve_run_id(engine, run_id))
+        workflow = await engine.get_workflow(run.workflow_id)
         console.print(
-            f"workflow {run.workflow_id} v{run.workflow_version}  status {status_text(run.status)}"
+            f"workflow {workflow.name} v{run.workflow_version}  status {status_text(run.status)}"
             f"  reason {run.status_reason or '-'}  input {short(run.input)}"
         )
         if "vars" in run.state:
@@ -71,11 +97,11 @@ def show(run_id: str = typer.Argument(..., help="The run id.")) -> None:
 
 
 @app.command("cancel")
-def cancel(run_id: str = typer.Argument(..., help="The run id.")) -> None:
+def cancel(run_id: str = RUN_ID) -> None:
     """Cancel a run (at once, or at its next step boundary while a step runs)."""
 
     async def go(engine: Engine) -> None:
-        run = await engine.cancel_run(run_id)
+        run = await engine.cancel_run(await resolve_run_id(engine, run_id))
         when = "canceled" if run.status == "canceled" else "cancel requested (at the next step)"
         console.print(f"run {run.id}: {when}")
 
@@ -83,11 +109,11 @@ def cancel(run_id: str = typer.Argument(..., help="The run id.")) -> None:
 
 
 @app.command("retry")
-def retry(run_id: str = typer.Argument(..., help="The run id.")) -> None:
+def retry(run_id: str = RUN_ID) -> None:
     """Retry a failed run from its failed step."""
 
     async def go(engine: Engine) -> None:
-        run = await engine.retry_run(run_id)
+        run = await engine.retry_run(await resolve_run_id(engine, run_id))
         console.print(f"run {run.id}: retrying from step {run.step_seq}")
 
     run_with_engine(go)
@@ -95,7 +121,7 @@ def retry(run_id: str = typer.Argument(..., help="The run id.")) -> None:
 
 @app.command("resume")
 def resume(
-    run_id: str = typer.Argument(..., help="The run id."),
+    run_id: str = RUN_ID,
     add_model_calls: int | None = typer.Option(None, "--add-model-calls", min=0, help="More model calls."),
     add_tool_calls: int | None = typer.Option(None, "--add-tool-calls", min=0, help="More tool calls."),
     add_tokens: int | None = typer.Option(None, "--add-tokens", min=0, help="More tokens."),
@@ -110,7 +136,7 @@ def resume(
     add = {k: float(v) for k, v in given.items() if v is not None}
 
     async def go(engine: Engine) -> None:
-        run = await engine.governance.resume((await engine.get_run(run_id)).id, add)
+        run = await engine.governance.resume(await resolve_run_id(engine, run_id), add)
         console.print(f"run {run.id}: resumed")
 
     run_with_engine(go)

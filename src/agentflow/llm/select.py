@@ -5,10 +5,11 @@ from __future__ import annotations
 import logging
 import weakref
 from collections.abc import Callable
+from urllib.parse import urlsplit
 
 import httpx
 
-from agentflow.core.chat import Message, ModelRequest
+from agentflow.core.chat import Message, ModelRequest, ModelResponse
 from agentflow.llm.base import ModelError, ModelProvider
 from agentflow.llm.credentials import reveal_key
 from agentflow.llm.scripted import ScriptedProvider, latest_user_text
@@ -27,7 +28,7 @@ def _openai(s: Settings, http: httpx.AsyncClient | None) -> ModelProvider:
     from agentflow.llm.openai import OpenAIProvider
 
     return OpenAIProvider(
-        s.openai_api_key, base_url=s.openai_base_url, timeout=s.model_timeout,
+        s.openai_api_key, base_url=_base_url(s.openai_base_url), timeout=s.model_timeout,
         max_retries=s.model_max_retries, http_client=http,
     )  # fmt: skip
 
@@ -36,7 +37,7 @@ def _anthropic(s: Settings, http: httpx.AsyncClient | None) -> ModelProvider:
     from agentflow.llm.anthropic import AnthropicProvider
 
     return AnthropicProvider(
-        s.anthropic_api_key, base_url=s.anthropic_base_url, timeout=s.model_timeout,
+        s.anthropic_api_key, base_url=_base_url(s.anthropic_base_url), timeout=s.model_timeout,
         max_retries=s.model_max_retries, http_client=http,
     )  # fmt: skip
 
@@ -45,7 +46,7 @@ def _gemini(s: Settings, http: httpx.AsyncClient | None) -> ModelProvider:
     from agentflow.llm.gemini import GeminiProvider
 
     return GeminiProvider(
-        s.gemini_api_key, base_url=s.gemini_base_url, timeout=s.model_timeout,
+        s.gemini_api_key, base_url=_base_url(s.gemini_base_url), timeout=s.model_timeout,
         max_retries=s.model_max_retries, http_client=http,
     )  # fmt: skip
 
@@ -82,10 +83,13 @@ def provider_for(
 
     Raises:
         ModelError: ``model_unknown`` for an unknown provider or a reference without a model;
-            ``model_auth_missing`` when the vendor has no key.
+            ``model_config_invalid`` for a base URL that is not an http(s) URL;
+            ``model_auth_missing`` when the vendor has no key. None of them is retryable.
     """
     chosen = (ref if ref is not None else settings.model) or ""
     chosen = chosen.strip()
+    # Where the reference came from, so the error says what to edit.
+    origin = "the workflow's model" if ref is not None else "AGENTFLOW_MODEL"
     if not chosen:
         _announce_scripted()
         return scripted or ScriptedProvider(echo), SCRIPTED
@@ -98,19 +102,19 @@ def provider_for(
     if factory is None:
         raise ModelError(
             "model_unknown",
-            f"unknown model provider {prefix!r} in {chosen!r}: write provider:model with one of "
-            f"{', '.join(KNOWN_PROVIDERS)} (e.g. openai:gpt-4o-mini)",
+            f"unknown model provider {prefix!r} in {origin} {chosen!r}: write provider:model with one "
+            f"of {', '.join(KNOWN_PROVIDERS)} (e.g. openai:gpt-4o-mini)",
             retryable=False,
             details={"model": chosen, "known": list(KNOWN_PROVIDERS)},
         )
     if not model:
         raise ModelError(
             "model_unknown",
-            f"the model reference {chosen!r} names no model: write {prefix}:<model>, e.g. "
-            f"{_EXAMPLES[prefix]}",
+            f"{origin} {chosen!r} names no model: write {prefix}:<model>, e.g. {_EXAMPLES[prefix]}",
             retryable=False,
             details={"model": chosen, "known": list(KNOWN_PROVIDERS)},
         )
+    _check_base_url(prefix, getattr(settings, f"{prefix}_base_url"))
     if http_client is None:
         return factory(settings, None), model
     key = _cache_key(prefix, settings)
@@ -128,11 +132,77 @@ _EXAMPLES = {
 }
 
 
+def _base_url(value: str | None) -> str | None:
+    """A base URL setting as the SDKs take it: a blank one (``VAR=`` in a .env file) is unset."""
+    return value.strip() if value and value.strip() else None
+
+
+def _check_base_url(prefix: str, value: str | None) -> None:
+    # Caught here, where the setting is named: the SDKs accept anything and the request then
+    # fails with a transport error that neither names the setting nor stops the retries.
+    base_url = _base_url(value)
+    if base_url is None:
+        return
+    parts = urlsplit(base_url)
+    if parts.scheme in ("http", "https") and parts.hostname:
+        return
+    variable = f"AGENTFLOW_{prefix.upper()}_BASE_URL"
+    raise ModelError(
+        "model_config_invalid",
+        f"{variable}={base_url!r} is not an http(s) URL: set it like http://localhost:11434/v1, "
+        f"or unset it to use the {prefix} API itself.",
+        retryable=False,
+        details={"provider": prefix, "setting": variable, "base_url": base_url},
+    )
+
+
 def _cache_key(prefix: str, settings: Settings) -> tuple[object, ...]:
     # Everything a factory reads, so changed settings build a new provider.
     key = reveal_key(getattr(settings, f"{prefix}_api_key"))
     base_url = getattr(settings, f"{prefix}_base_url")
     return (prefix, key, base_url, settings.model_timeout, settings.model_max_retries)
+
+
+class UnusableProvider:
+    """A provider that fails every request with the configuration error that prevented building it.
+
+    Agent steps resolve their model inside the step, so a missing key or an unknown provider
+    must fail that step (once, not retryable, naming the setting to fix) rather than escape
+    it as an unexpected worker error.
+
+    Args:
+        name: the provider named in the reference (``openai``, or the unknown prefix).
+        error: why the provider could not be built.
+    """
+
+    def __init__(self, name: str, error: ModelError) -> None:
+        self.name = name
+        self.error = error
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """Raise the configuration error (a fresh copy each time: callers add details)."""
+        error = self.error
+        raise ModelError(error.code, error.message, retryable=error.retryable, details=error.details)
+
+
+def resolve_model(
+    ref: str | None,
+    settings: Settings,
+    http_client: httpx.AsyncClient | None = None,
+    scripted: ScriptedProvider | None = None,
+) -> tuple[ModelProvider, str]:
+    """Like ``provider_for``, but a configuration error becomes an ``UnusableProvider``.
+
+    Returns:
+        The provider and model name; when ``ref`` cannot be served, a provider whose every
+        request raises the ``ModelError`` that says why.
+    """
+    try:
+        return provider_for(ref, settings, http_client=http_client, scripted=scripted)
+    except ModelError as exc:
+        chosen = ((ref if ref is not None else settings.model) or "").strip()
+        prefix, _, model = chosen.partition(":")
+        return UnusableProvider(prefix.strip().lower() or "model", exc), model.strip() or chosen
 
 
 def _announce_scripted() -> None:

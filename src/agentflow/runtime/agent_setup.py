@@ -12,7 +12,7 @@ from agentflow.knowledge.base import KnowledgeBase
 from agentflow.llm.base import ModelProvider
 from agentflow.llm.pricing_file import load_price_table
 from agentflow.llm.scripted import ScriptedProvider
-from agentflow.llm.select import provider_for
+from agentflow.llm.select import resolve_model
 from agentflow.nodes.threads import ToolThreads
 from agentflow.settings import Settings
 from agentflow.store.database import Database
@@ -47,7 +47,10 @@ def build_agent_env(
     def resolve(ref: str | None) -> tuple[ModelProvider, str]:
         if model is not None:
             return model, (ref.split(":", 1)[-1] if ref else model.name)
-        return provider_for(ref, settings, http_client=model_http, scripted=scripted)
+        # Never raises: a model that cannot be built (no key, unknown provider, bad base URL)
+        # answers each request with that error, so the step that asks fails at once, not
+        # retryable, with the setting to fix, instead of crashing out of the step.
+        return resolve_model(ref, settings, http_client=model_http, scripted=scripted)
 
     return AgentEnv(
         pool=db.pool,

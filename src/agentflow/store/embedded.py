@@ -2,21 +2,35 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import warnings
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 logger = logging.getLogger(__name__)
 
 DATABASE = "agentflow"
+HOLDERS_FILE = ".handle_pids.json"
+"""pgserver's list of the pids of the processes using the server, in its data directory."""
+
+# A pid's process must be older than the list's last write to be the one that registered
+# (a reused pid belongs to a younger process); process start times are coarse, hence slack.
+_START_TIME_SLACK = 1.0
 
 
 class EmbeddedServer:
     """A PostgreSQL 16 server in ``data_dir/pg``, shared by every process that opens it.
 
-    ``pgserver`` counts the processes holding the server and stops it when the last one
-    closes (or exits), so a CLI command, a worker and ``serve`` can share one data dir.
+    ``pgserver`` registers each process that opens the server in a list and stops the server
+    when the last one closes (or exits normally). A process that is killed never leaves that
+    list, and then no later process is ever the last: so every process drops the entries of
+    dead processes when it opens and when it closes the server. After a SIGKILL the server
+    thus runs until the next process that uses it exits. (The pids are this host's: one data
+    directory must not be shared by processes of several hosts or containers.)
     """
 
     def __init__(self, data_dir: Path) -> None:
@@ -25,9 +39,13 @@ class EmbeddedServer:
             # is unset (containers, CI); its fallback under /tmp is fine.
             warnings.simplefilter("ignore")
             import pgserver  # imported here: only the embedded path needs it
+            from pgserver.postgres_server import PostgresServer
 
         self.pgdata = data_dir / "pg"
         data_dir.mkdir(parents=True, exist_ok=True)
+        # pgserver's own inter-process lock guards its list: the same lock makes our edits safe.
+        self._lock: Any = PostgresServer._lock
+        self._forget_dead_holders()
         logger.info("starting embedded PostgreSQL in %s", self.pgdata)
         get_server: Any = pgserver.get_server  # type: ignore[attr-defined]
         self._server: Any = get_server(self.pgdata, cleanup_mode="stop")
@@ -39,5 +57,53 @@ class EmbeddedServer:
         return str(self._server.get_uri(database))
 
     def stop(self) -> None:
-        """Release this process's hold; the server stops when no process holds it."""
+        """Release this process's hold; the server stops when no live process holds it."""
+        # Without this a holder that was killed would keep the server up: pgserver stops it
+        # only when the list holds nothing but the leaving process.
+        self._forget_dead_holders()
         self._server.cleanup()
+
+    def running(self) -> bool:
+        """Whether the server process runs (after ``stop``: whether another process holds it)."""
+        try:
+            pid = int((self.pgdata / "postmaster.pid").read_text().split("\n", 1)[0])
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except (FileNotFoundError, ValueError, psutil.NoSuchProcess):
+            return False
+
+    def _forget_dead_holders(self) -> None:
+        with self._lock:
+            forget_dead_holders(self.pgdata)
+
+
+def forget_dead_holders(pgdata: Path) -> list[int]:
+    """Remove the pids of processes that no longer run from pgserver's list in ``pgdata``.
+
+    Call it holding pgserver's lock. Returns the pids kept.
+    """
+    path = pgdata / HOLDERS_FILE
+    try:
+        registered = path.stat().st_mtime
+        pids = [int(p) for p in json.loads(path.read_text())]
+    except (FileNotFoundError, ValueError, TypeError):
+        return []
+    alive = [pid for pid in pids if _holds(pid, registered)]
+    if alive != pids:
+        logger.info("embedded PostgreSQL: forgetting exited processes %s", sorted(set(pids) - set(alive)))
+        path.write_text(json.dumps(alive))
+    return alive
+
+
+def _holds(pid: int, registered: float) -> bool:
+    """Whether ``pid`` is still the live process that registered before ``registered``."""
+    if pid == os.getpid():
+        return True
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:  # killed, not yet reaped by its parent
+            return False
+        return proc.create_time() <= registered + _START_TIME_SLACK
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:  # another user's live process: keep it
+        return True

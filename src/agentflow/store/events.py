@@ -57,6 +57,8 @@ async def publish(
     """Store events; an event whose (topic, message_id) exists returns the stored one.
 
     One statement (one commit) for the whole batch; the answer follows the input's order.
+    A key repeated within the batch is stored once, from its first occurrence; the repeats
+    answer with that event and ``created`` false, as a later batch would.
     Given a connection inside a transaction, the events commit with the caller's other writes.
     New ``account.*`` events also upsert their accounts, in the same transaction.
     """
@@ -67,20 +69,27 @@ async def publish(
         if not pool.is_in_transaction():
             async with pool.transaction():
                 return await publish(pool, workspace_id, events)
+    # Deduplicated here, not left to ON CONFLICT: the insert would keep one row of the key
+    # but every input row would then match it and claim to have created it.
+    first: dict[tuple[str, str], NewEvent] = {}
+    for e in events:
+        first.setdefault((e.topic, e.message_id), e)
+    unique = list(first.values())
     rows = await pool.fetch(
         _PUBLISH,
         workspace_id,
-        [e.topic for e in events],
-        [e.message_id for e in events],
-        [e.data for e in events],
-        [e.published_at for e in events],
-        [e.account_id for e in events],
+        [e.topic for e in unique],
+        [e.message_id for e in unique],
+        [e.data for e in unique],
+        [e.published_at for e in unique],
+        [e.account_id for e in unique],
     )
-    found: dict[tuple[str, str], Publication] = {
+    created: dict[tuple[str, str], Publication] = {
         (r["topic"], r["message_id"]): Publication(_event(r), True) for r in rows
     }
-    await accounts.apply_events(pool, workspace_id, [p.event for p in found.values()])
-    missing = [e for e in events if (e.topic, e.message_id) not in found]
+    await accounts.apply_events(pool, workspace_id, [p.event for p in created.values()])
+    found = {key: Publication(p.event, False) for key, p in created.items()}
+    missing = [e for e in unique if (e.topic, e.message_id) not in created]
     if missing:  # published before (or concurrently): read them in a new snapshot
         existing = await pool.fetch(
             f"SELECT {_COLUMNS} FROM events e JOIN unnest($2::text[], $3::text[]) AS k(topic, message_id)"
@@ -91,7 +100,13 @@ async def publish(
         )
         for r in existing:
             found.setdefault((r["topic"], r["message_id"]), Publication(_event(r), False))
-    return [found[(e.topic, e.message_id)] for e in events]
+    answers: list[Publication] = []
+    for e in events:
+        key = (e.topic, e.message_id)
+        # The first occurrence of a key this batch created says so; every other says not.
+        fresh = created.pop(key, None)
+        answers.append(fresh if fresh is not None else found[key])
+    return answers
 
 
 async def read_after(

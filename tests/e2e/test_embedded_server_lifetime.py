@@ -1,0 +1,111 @@
+"""The embedded PostgreSQL stops once no live process uses it, even after a command is killed.
+
+Every process that opens the embedded server registers its pid in ``<data dir>/pg/.handle_pids.json``
+(pgserver's list) and the last one to leave stops the server. A killed process never leaves:
+before, its pid stayed registered forever, so no later process was ever "the last" and the
+server ran until the machine rebooted. Now a SIGTERM (or Ctrl-C) leaves properly, and every
+process drops the registrations of dead processes when it starts and when it exits, so a
+SIGKILL costs at most a server that runs until the next command ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.support.cli import run_cli, start_cli
+
+
+def _env(data_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "AGENTFLOW_DATABASE_URL"}
+    env.update(AGENTFLOW_DATA_DIR=str(data_dir), AGENTFLOW_POLL_INTERVAL="0.2", COLUMNS="200")
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    return env
+
+
+def _holders(data_dir: Path) -> list[int]:
+    path = data_dir / "pg" / ".handle_pids.json"
+    try:
+        return list(json.loads(path.read_text()))
+    except (FileNotFoundError, ValueError):  # not made yet, or caught mid-write
+        return []
+
+
+def _postmaster(data_dir: Path) -> psutil.Process | None:
+    """The running server of ``data_dir``, if any."""
+    try:
+        pid = int((data_dir / "pg" / "postmaster.pid").read_text().split("\n", 1)[0])
+        proc = psutil.Process(pid)
+    except (FileNotFoundError, ValueError, psutil.NoSuchProcess):
+        return None
+    return proc if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE else None
+
+
+def _until(check: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Iterator[Path]:
+    yield tmp_path / "data"
+    server = _postmaster(tmp_path / "data")
+    if server is not None:  # a failed test must not leave its server behind either
+        server.terminate()
+
+
+def _start_worker(data_dir: Path) -> subprocess.Popen[str]:
+    proc = start_cli(["worker"], _env(data_dir))
+    _until(lambda: proc.pid in _holders(data_dir), 120, "the worker never registered with the server")
+    return proc
+
+
+def _assert_stopped(data_dir: Path, output: str) -> None:
+    _until(
+        lambda: _postmaster(data_dir) is None, 20, f"the server still runs after its last user left\n{output}"
+    )
+    assert _holders(data_dir) == []
+    assert "Traceback" not in output, output
+
+
+def test_sigterm_during_start_up_still_stops_the_server(data_dir: Path) -> None:
+    # Registered with the server but (most likely) still migrating: before the worker's own
+    # graceful handler is installed. Before the fix SIGTERM killed it on the spot.
+    proc = _start_worker(data_dir)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode in (0, 128 + signal.SIGTERM), out
+    _assert_stopped(data_dir, out)
+
+
+def test_sigterm_of_a_running_worker_stops_the_server(data_dir: Path) -> None:
+    proc = _start_worker(data_dir)
+    assert proc.stdout is not None
+    _until(lambda: "running (" in proc.stdout.readline(), 60, "no worker banner")
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out
+    _assert_stopped(data_dir, out)
+
+
+def test_after_a_sigkill_the_next_command_to_exit_stops_the_server(data_dir: Path) -> None:
+    proc = _start_worker(data_dir)
+    proc.kill()
+    proc.wait(10)
+    # Nothing can run in a SIGKILLed process: its server and its registration stay behind.
+    server = _postmaster(data_dir)
+    assert server is not None and proc.pid in _holders(data_dir)
+
+    listed = run_cli(["workflows", "list"], _env(data_dir))
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    _assert_stopped(data_dir, listed.stdout + listed.stderr)
