@@ -154,7 +154,8 @@ def check_replace(text: str | bytes, old: Any, new: Any, count: Any) -> None:
     Raises:
         TemplateLimitError: the result would be too big.
     """
-    if isinstance(text, str) and isinstance(old, str) and isinstance(new, str):
+    # Two branches, one per type, so that the type checker sees matching operands.
+    if isinstance(text, str) and isinstance(old, str) and isinstance(new, str):  # noqa: SIM114
         occurrences = text.count(old)
     elif isinstance(text, bytes) and isinstance(old, bytes) and isinstance(new, bytes):
         occurrences = text.count(old)
