@@ -166,9 +166,13 @@ class Governance:
         Raises:
             ConfigError: ``budget_invalid``.
         """
-        if (daily_usd is not None and not 0 <= daily_usd <= 1e9) or (
-            daily_tokens is not None and not 0 <= daily_tokens <= 10**15
+        if (daily_usd is not None and not 0 <= daily_usd <= approvals.MAX_DAILY_USD) or (
+            daily_tokens is not None and not 0 <= daily_tokens <= approvals.MAX_DAILY_TOKENS
         ):
-            raise ConfigError("budget_invalid", "daily budgets must be non-negative numbers")
+            raise ConfigError(
+                "budget_invalid",
+                f"daily budgets are 0 to {approvals.MAX_DAILY_USD:,} USD and 0 to"
+                f" {approvals.MAX_DAILY_TOKENS:,} tokens",
+            )
         await approvals.set_budget(self._db.pool, workspace_id, daily_usd, daily_tokens)
         return await self.budget(workspace_id=workspace_id)

@@ -39,6 +39,16 @@ class Settings(BaseSettings):
             Bearer afk_...``); ``optional``: a key, when sent, selects its workspace, else the
             ``X-Agentflow-Workspace`` header does; ``auto`` (default): ``required`` unless
             ``serve`` listens on a loopback address only.
+        allowed_hosts: the ``Host`` names the API answers to, comma-separated (``api.example.com``,
+            ``*.example.com``, an IP address, or ``*`` for any); others get 421
+            ``host_not_allowed``. Empty (default): ``localhost``, ``127.0.0.1`` and ``::1``
+            (any port) when ``serve`` listens on loopback; any name when keys are required.
+        cors_origins: web origins (``https://app.example.com``) whose pages may call the API
+            cross-origin, comma-separated; empty (default): none, and writes from pages on
+            other origins get 403 ``cross_origin_request``. ``*`` needs ``api_auth=required``.
+        trusted_proxies: IP addresses and CIDR ranges of reverse proxies whose
+            ``X-Forwarded-For`` is believed (comma-separated). Without keys, a request a
+            proxy relayed is served only when the proxy is listed and its client is local.
         secret_key: 32 random bytes in base64 that encrypt secrets at rest (webhook signing
             secrets). With the embedded server and no key, one is made in ``data_dir``.
         public_url: the server's external base URL, used to print webhook URLs.
@@ -81,6 +91,9 @@ class Settings(BaseSettings):
     port: int = Field(default=8000, ge=0, le=65535)
     event_retention_hours: float = Field(default=720.0, ge=0)
     api_auth: Literal["auto", "required", "optional"] = "auto"
+    allowed_hosts: str = ""
+    cors_origins: str = ""
+    trusted_proxies: str = ""
     secret_key: SecretStr | None = None
     public_url: str | None = None
     model: str | None = None
@@ -110,6 +123,21 @@ class Settings(BaseSettings):
     def http_allow_list(self) -> list[str]:
         """``http_allow`` split into entries."""
         return [m.strip() for m in self.http_allow.split(",") if m.strip()]
+
+    @property
+    def allowed_hosts_list(self) -> list[str]:
+        """``allowed_hosts`` split into entries."""
+        return [m.strip() for m in self.allowed_hosts.split(",") if m.strip()]
+
+    @property
+    def cors_origins_list(self) -> list[str]:
+        """``cors_origins`` split into entries."""
+        return [m.strip() for m in self.cors_origins.split(",") if m.strip()]
+
+    @property
+    def trusted_proxies_list(self) -> list[str]:
+        """``trusted_proxies`` split into entries."""
+        return [m.strip() for m in self.trusted_proxies.split(",") if m.strip()]
 
 
 def sealing_key(settings: Settings, embedded: bool) -> bytes:

@@ -147,7 +147,7 @@ async def test_the_api_lists_and_decides_approvals(engine: Engine) -> None:
     app = create_app(engine)
     async with (
         running_worker(engine, model=model),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client,
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost") as client,
     ):
         run = await engine.start_run("meeting-follow-up", {})
         await until(engine, run.id, lambda r: r.status_reason == "awaiting_approval")
@@ -187,7 +187,7 @@ async def test_another_workspace_sees_and_decides_nothing(engine: Engine) -> Non
         running_worker(engine, model=model),
         httpx.AsyncClient(
             transport=httpx.ASGITransport(app=app),
-            base_url="http://test",
+            base_url="http://localhost",
             headers={"X-Agentflow-Workspace": str(other)},
         ) as foreign,
     ):

@@ -113,7 +113,7 @@ BAD_REQUESTS: list[tuple[str, str, dict[str, Any], int, str]] = [
     ("GET", "/search", {}, 422, "invalid_request"),
     ("GET", "/search", {"params": {"q": ""}}, 422, "knowledge_query_invalid"),
     ("GET", "/search", {"params": {"q": "x" * 1001}}, 422, "knowledge_query_invalid"),
-    ("GET", "/search", {"params": {"q": "a\x00b"}}, 422, "knowledge_query_invalid"),
+    ("GET", "/search", {"params": {"q": "a\x00b"}}, 400, "unstorable_text"),  # refused at the boundary
     ("GET", "/search", {"params": {"q": "renewal", "limit": 0}}, 422, "invalid_request"),
     ("GET", "/search", {"params": {"q": "renewal", "limit": 51}}, 422, "invalid_request"),
     ("GET", "/plan", {}, 422, "invalid_request"),

@@ -43,6 +43,16 @@ class AccountList(BaseModel):
     next_after: str | None
 
 
+_CHANGE_SCHEMA: dict[str, Any] = {
+    "properties": {
+        "name": {"type": ["string", "null"], "maxLength": 200},
+        "owner": {"type": ["string", "null"], "maxLength": 320},
+        "attributes": {"type": ["object", "null"], "additionalProperties": True},
+    },
+    "additionalProperties": False,
+}
+"""What the body may hold (validated by the engine, whose 422 ``account_invalid`` names each field)."""
+
 _UPSERT_EXAMPLE = {"name": "Acme", "owner": "dana@example.com", "attributes": {"plan": "enterprise"}}
 
 
@@ -83,6 +93,7 @@ async def put_account(
             " removed). Fields not given (or null) are kept. 422 `account_invalid` lists each offending"
             " field.",
             examples=[_UPSERT_EXAMPLE],
+            json_schema_extra=_CHANGE_SCHEMA,
         ),
     ],
 ) -> Account:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from fastapi import FastAPI
+from starlette.middleware.cors import CORSMiddleware
 
 import agentflow
 from agentflow.api import (
@@ -16,13 +17,17 @@ from agentflow.api import (
     keys,
     knowledge,
     metrics,
+    openapi,
     reports,
     runs,
     tasks,
     triggers,
     workflows,
 )
-from agentflow.api.guards import MAX_BODY_BYTES, BodyGuard, CatchAll
+from agentflow.api.browser_guard import BrowserGuard, HttpPolicy
+from agentflow.api.deps import WORKSPACE_HEADER
+from agentflow.api.guards import BODY_TIMEOUT_SECONDS, MAX_BODY_BYTES, BodyGuard, CatchAll
+from agentflow.api.hosts import is_loopback
 from agentflow.engine import Engine
 
 DESCRIPTION = """\
@@ -30,7 +35,10 @@ The agentflow HTTP API: publish workflows, start runs and follow them.
 
 Every error is `{"error": {"code", "message", "details"?, "solution"?}}` with a stable `code`.
 Authenticate with a workspace API key (`Authorization: Bearer afk_...`); when the server does
-not require keys, `X-Agentflow-Workspace: <uuid>` selects a workspace other than the default.
+not require keys (loopback mode), `X-Agentflow-Workspace: <uuid>` selects a workspace other than
+the default. Send bodies as `Content-Type: application/json`. Web pages on other origins may not
+write (403 `cross_origin_request`) and the server answers only to its own host names (421
+`host_not_allowed`): see docs/security.md.
 Webhooks start workflows through `/api/public/trigger/...` (a trigger key, optionally a
 Standard Webhooks signature) and `/api/private/trigger/...` (an API key).
 """
@@ -41,6 +49,8 @@ def create_app(
     *,
     max_body_bytes: int = MAX_BODY_BYTES,
     auth: Literal["required", "optional"] = "optional",
+    policy: HttpPolicy | None = None,
+    body_timeout: float = BODY_TIMEOUT_SECONDS,
 ) -> FastAPI:
     """The API over ``engine`` (which the caller opens and closes).
 
@@ -50,14 +60,21 @@ def create_app(
         auth: ``required``: every workspace route needs an API key; ``optional``: a key, when
             sent, selects its workspace (see ``Settings.api_auth``). Public triggers always
             need a trigger key and private triggers an API key.
+        policy: the host names served, CORS origins and trusted proxies (see
+            ``browser_guard.http_policy``); by default any host when keys are required, else
+            loopback names only, no CORS.
+        body_timeout: seconds a request body may take to arrive (then 408 ``body_timeout``).
 
     Returns:
         An ASGI app: run it with uvicorn (``agentflow serve`` does).
     """
+    policy = policy or HttpPolicy.default(auth)
     app = FastAPI(title="agentflow", version=agentflow.__version__, description=DESCRIPTION)
     app.state.engine = engine
     app.state.auth = auth
+    app.state.policy = policy
     errors.install_handlers(app)
+    openapi.install(app, auth)
     routers = (
         health,
         workflows,
@@ -74,16 +91,26 @@ def create_app(
     )
     for module in routers:
         app.include_router(module.router)
-    # Middleware added last runs first: CatchAll wraps BodyGuard wraps the routes.
-    app.add_middleware(BodyGuard, max_bytes=max_body_bytes)
+    # Middleware added last runs first: CatchAll, BrowserGuard, (CORS), BodyGuard, the routes.
+    app.add_middleware(BodyGuard, max_bytes=max_body_bytes, timeout=body_timeout)
+    if policy.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(policy.cors_origins),
+            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+            allow_headers=["Authorization", "Content-Type", WORKSPACE_HEADER, "Idempotency-Key"],
+            expose_headers=["Location", "Retry-After"],
+            max_age=600,
+        )
+    app.add_middleware(BrowserGuard, policy=policy)
     app.add_middleware(CatchAll)
     return app
 
 
 def resolve_auth(setting: str, host: str) -> Literal["required", "optional"]:
     """``Settings.api_auth`` for a server listening on ``host``: ``auto`` requires keys unless
-    the server listens on a loopback address only."""
+    the server listens on a loopback address (or ``localhost``) only, judged by the parsed
+    address (``127.0.0.1.example.com`` is a name, not loopback)."""
     if setting in ("required", "optional"):
         return "required" if setting == "required" else "optional"
-    loopback = host in ("localhost", "::1") or host.startswith("127.")
-    return "optional" if loopback else "required"
+    return "optional" if is_loopback(host) else "required"

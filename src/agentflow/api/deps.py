@@ -13,11 +13,13 @@ from uuid import UUID
 from fastapi import Depends, Header, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from agentflow.api.browser_guard import keyless_refusal
 from agentflow.api.errors import ApiError
 from agentflow.api.schemas import MAX_VERSION
 from agentflow.core.definitions import NAME_PATTERN
 from agentflow.core.errors import AuthError, ForbiddenError, NotFoundError
 from agentflow.engine import DEFAULT_WORKSPACE, Engine
+from agentflow.store import workspaces
 
 WORKSPACE_HEADER = "X-Agentflow-Workspace"
 _NAME = re.compile(NAME_PATTERN)
@@ -45,16 +47,20 @@ async def get_workspace(
         Header(
             alias=WORKSPACE_HEADER,
             description="The workspace (tenant) to act in; the default workspace when absent."
-            " With an API key, it must be the key's workspace (or absent).",
+            " With an API key, it must be the key's workspace (or absent). 400"
+            " `invalid_workspace` when not a UUID, 404 `workspace_not_found` when it names none.",
+            json_schema_extra={"format": "uuid"},
         ),
     ] = None,
 ) -> UUID:
     """The workspace of the request: the API key's, else the ``X-Agentflow-Workspace`` header's.
 
     Raises:
-        AuthError: 401 ``unauthorized`` for a bad key, or no key when the server requires one.
+        AuthError: 401 ``unauthorized`` for a bad key, or no key when the server requires one
+            or the request came through a proxy (see ``browser_guard.keyless_refusal``).
         ForbiddenError: 403 ``workspace_mismatch`` when the header names another workspace.
         ApiError: 400 ``invalid_workspace`` when the header is not a UUID.
+        NotFoundError: 404 ``workspace_not_found`` when it names no workspace.
     """
     named = _workspace_header(workspace)
     if credentials is not None or "authorization" in request.headers:
@@ -67,13 +73,26 @@ async def get_workspace(
                 solution=f"Omit {WORKSPACE_HEADER}, or use a key of that workspace.",
             )
         return key_workspace
-    if request.app.state.auth == "required":
+    refusal = (
+        "this server requires a workspace API key"
+        if request.app.state.auth == "required"
+        else keyless_refusal(request.scope, request.app.state.policy)
+    )
+    if refusal is not None:
         raise AuthError(
             "unauthorized",
-            "this server requires a workspace API key",
+            refusal,
             solution="Send 'Authorization: Bearer afk_...' (create a key with 'agentflow keys create').",
         )
-    return DEFAULT_WORKSPACE if named is None else named
+    if named is None or named == DEFAULT_WORKSPACE:
+        return DEFAULT_WORKSPACE
+    if not await workspaces.exists(get_engine(request).db.pool, named):
+        raise NotFoundError(
+            "workspace_not_found",
+            f"no workspace {named} (named by {WORKSPACE_HEADER})",
+            solution=f"Send the id of an existing workspace, or omit {WORKSPACE_HEADER} for the default one.",
+        )
+    return named
 
 
 def _workspace_header(value: str | None) -> UUID | None:

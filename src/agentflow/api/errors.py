@@ -105,13 +105,29 @@ async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
     return error_response(422, info)
 
 
-async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = _HTTP_CODES.get(exc.status_code, f"http_{exc.status_code}")
     message = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ")
+    headers = dict(exc.headers or {})
     if exc.status_code == 404:
         message = "no such endpoint"
-    return error_response(exc.status_code, ErrorInfo(code, message), dict(exc.headers or {}))
+    if exc.status_code == 405:
+        # Starlette names the methods of the first route with this path only; a path served
+        # by several routes (GET and PUT /api/accounts/{id}) supports all of theirs.
+        allowed = _allowed_methods(request)
+        headers["Allow"] = ", ".join(allowed)
+        message = f"{request.method} is not supported here; use {', '.join(allowed)}"
+    return error_response(exc.status_code, ErrorInfo(code, message), headers)
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        pattern = getattr(route, "path_regex", None)
+        if pattern is not None and pattern.match(request.scope["path"]) and getattr(route, "methods", None):
+            methods.update(route.methods)
+    return sorted(methods)
 
 
 async def _database_unavailable(request: Request, exc: Exception) -> JSONResponse:

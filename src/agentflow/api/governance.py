@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from fastapi import APIRouter, Body, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentflow.api.deps import EngineDep, WorkspaceDep
-from agentflow.api.schemas import ERROR_RESPONSES, Run
+from agentflow.api.schemas import ERROR_RESPONSES, Run, conflict
 from agentflow.core.errors import NotFoundError
 from agentflow.engine import Engine
-from agentflow.store import notifications
+from agentflow.store import approvals, notifications
 
 router = APIRouter(tags=["governance"], responses={**ERROR_RESPONSES})
 
@@ -96,8 +96,8 @@ class BudgetChange(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    daily_usd: float | None = Field(default=None, ge=0, le=1e9)
-    daily_tokens: int | None = Field(default=None, ge=0, le=10**15)
+    daily_usd: float | None = Field(default=None, ge=0, le=approvals.MAX_DAILY_USD)
+    daily_tokens: int | None = Field(default=None, ge=0, le=approvals.MAX_DAILY_TOKENS)
 
 
 class Notification(BaseModel):
@@ -131,7 +131,8 @@ async def list_approvals(
     engine: EngineDep,
     workspace: WorkspaceDep,
     status: Annotated[
-        str | None, Query(description="pending (default), approved, rejected, expired, all")
+        Literal["pending", "approved", "rejected", "expired", "all"],
+        Query(description="pending (default), approved, rejected, expired, all"),
     ] = "pending",
     run_id: UUID | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
@@ -151,7 +152,15 @@ async def get_approval(approval_id: str, engine: EngineDep, workspace: Workspace
     )
 
 
-@router.post("/api/approvals/{approval_id}/approve", response_model=Approval, summary="Approve a call")
+_DECIDED = conflict("`approval_decided`, `approval_expired`, `approval_mismatch`")
+
+
+@router.post(
+    "/api/approvals/{approval_id}/approve",
+    response_model=Approval,
+    summary="Approve a call",
+    responses=_DECIDED,
+)
 async def approve(
     approval_id: str,
     engine: EngineDep,
@@ -162,7 +171,12 @@ async def approve(
     return await _decide(engine, workspace, approval_id, body or Decision(), approve=True)
 
 
-@router.post("/api/approvals/{approval_id}/reject", response_model=Approval, summary="Reject a call")
+@router.post(
+    "/api/approvals/{approval_id}/reject",
+    response_model=Approval,
+    summary="Reject a call",
+    responses=_DECIDED,
+)
 async def reject(
     approval_id: str,
     engine: EngineDep,
@@ -183,7 +197,12 @@ async def _decide(
     return Approval.model_validate(decided)
 
 
-@router.post("/api/runs/{run_id}/resume", response_model=Run, summary="Resume a suspended run")
+@router.post(
+    "/api/runs/{run_id}/resume",
+    response_model=Run,
+    summary="Resume a suspended run",
+    responses=conflict("`run_not_suspended`, `budget_still_exceeded`"),
+)
 async def resume(
     run_id: str, engine: EngineDep, workspace: WorkspaceDep, body: Annotated[Resume | None, Body()] = None
 ) -> Run:

@@ -1,11 +1,14 @@
-"""ASGI middleware that guards the app: body limits and strict JSON, and a last-resort 500.
+"""ASGI middleware that guards the app: URL text, body limits and strict JSON, and a last-resort 500.
 
-``BodyGuard`` reads each request body itself, capped at ``MAX_BODY_BYTES`` (checking
-``Content-Length`` first and then the bytes actually received), refuses non-JSON bodies
-and JSON that :mod:`agentflow.api.strict_json` rejects, and only then hands the body to
-the routes. ``CatchAll`` turns an unexpected exception into a bare 500 ``internal_error``
-(the traceback goes to the log, never to the client), and a database outage that reached it
-into a 503 with ``Retry-After``.
+``BodyGuard`` first refuses a path or query string that holds the NUL character (PostgreSQL
+text cannot) or is not UTF-8 once percent-decoded, so no route has to. It then reads each
+request body itself, capped at ``MAX_BODY_BYTES`` (checking ``Content-Length`` first and
+then the bytes actually received) and within ``BODY_TIMEOUT_SECONDS``, refuses a body that
+does not say it is JSON (``Content-Type: application/json``: a web page cannot send that
+without a CORS preflight) and JSON that :mod:`agentflow.api.strict_json` rejects, and only
+then hands the body to the routes. ``CatchAll`` turns an unexpected exception into a bare
+500 ``internal_error`` (the traceback goes to the log, never to the client), and a database
+outage that reached it into a 503 with ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 from email.message import Message as MimeMessage
+from urllib.parse import parse_qsl, unquote_to_bytes
 
 from prometheus_client import Counter
 from starlette.datastructures import Headers
@@ -33,6 +37,11 @@ MAX_BODY_BYTES = 1024 * 1024
 THREAD_ABOVE_BYTES = 64 * 1024
 """Bodies larger than this are parsed in a worker thread."""
 
+BODY_TIMEOUT_SECONDS = 30.0
+"""The longest a client may take to send a whole body; a stalled one gets 408 ``body_timeout``."""
+
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
 DRAIN_BYTES = 32 * 1024 * 1024
 DRAIN_SECONDS = 10.0
 """How much of an oversized body is read and discarded before answering 413.
@@ -49,21 +58,30 @@ INTERNAL_ERRORS = Counter(
 
 
 class BodyGuard:
-    """Refuse oversized, non-JSON and unstorable bodies before any route sees them.
+    """Refuse unstorable URLs, and oversized, stalled, non-JSON and unstorable bodies, before
+    any route sees them.
 
     Args:
         app: the wrapped ASGI app.
         max_bytes: the body size limit.
+        timeout: seconds the whole body may take to arrive.
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int = MAX_BODY_BYTES) -> None:
+    def __init__(
+        self, app: ASGIApp, max_bytes: int = MAX_BODY_BYTES, timeout: float = BODY_TIMEOUT_SECONDS
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.timeout = timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Check the body of an HTTP request, then pass the request on with the body replayed."""
+        """Check the URL and the body of an HTTP request, then pass it on with the body replayed."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        refused = check_url(scope)
+        if refused is not None:
+            await error_response(400, refused)(scope, receive, send)
             return
         headers = Headers(scope=scope)
         declared = headers.get("content-length", "")
@@ -71,22 +89,42 @@ class BodyGuard:
             await self._too_large(scope, receive, send, received=0)
             return
         body = bytearray()
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return  # the client left; nobody to answer
-            body += message.get("body", b"")
-            if len(body) > self.max_bytes:
-                await self._too_large(scope, receive, send, received=len(body), more=message.get("more_body"))
-                return
-            if not message.get("more_body", False):
-                break
+        more: object = False
+        try:
+            async with asyncio.timeout(self.timeout):
+                while True:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        return  # the client left; nobody to answer
+                    body += message.get("body", b"")
+                    more = message.get("more_body", False)
+                    if len(body) > self.max_bytes or not more:
+                        break
+        except TimeoutError:
+            info = ErrorInfo(
+                "body_timeout",
+                f"the request body did not arrive within {self.timeout:g} seconds",
+                solution="Send the whole body at once, with a correct Content-Length.",
+            )
+            await error_response(408, info, {"Connection": "close"})(scope, receive, send)
+            return
+        if len(body) > self.max_bytes:
+            await self._too_large(scope, receive, send, received=len(body), more=more)
+            return
+        content_type = headers.get("content-type")
+        typed = content_type is not None and scope["method"] not in SAFE_METHODS
+        # No Content-Type is refused too: it is what a page's fetch() sends without a CORS
+        # preflight, and the server would otherwise act on the body as JSON.
+        if (body or typed) and (content_type is None or not _is_json(content_type)):
+            said = "no Content-Type" if content_type is None else f"Content-Type {content_type[:100]!r}"
+            info = ErrorInfo(
+                "unsupported_media_type",
+                f"the request body must be JSON, sent with Content-Type: application/json ({said})",
+                solution="Send 'Content-Type: application/json' with a JSON body.",
+            )
+            await error_response(415, info)(scope, receive, send)
+            return
         if body:
-            content_type = headers.get("content-type")
-            if content_type is not None and not _is_json(content_type):
-                message_text = f"send JSON (Content-Type: application/json), not {content_type[:100]!r}"
-                await self._refuse(scope, receive, send, 415, "unsupported_media_type", message_text)
-                return
             try:
                 await _check_json(bytes(body))
             except strict_json.JsonRejected as exc:
@@ -94,8 +132,6 @@ class BodyGuard:
                 info = ErrorInfo(exc.code, exc.message, details or {}, "Correct the request body.")
                 await error_response(400, info)(scope, receive, send)
                 return
-            if content_type is None:
-                scope = {**scope, "headers": [*scope["headers"], (b"content-type", b"application/json")]}
         await self.app(scope, _replay(bytes(body), receive), send)
 
     async def _too_large(
@@ -110,10 +146,51 @@ class BodyGuard:
         )
         await error_response(413, info, {"Connection": "close"})(scope, receive, send)
 
-    async def _refuse(
-        self, scope: Scope, receive: Receive, send: Send, status: int, code: str, message: str
-    ) -> None:
-        await error_response(status, ErrorInfo(code, message))(scope, receive, send)
+
+def check_url(scope: Scope) -> ErrorInfo | None:
+    """Why the path or query string of ``scope`` cannot be served, or None.
+
+    Both are percent-decoded exactly as the router and the query parser will: a NUL
+    character (``%00``) is ``unstorable_text``, bytes that are not UTF-8 (``%ff``) are
+    ``invalid_utf8`` (the parsers would silently turn them into U+FFFD).
+    """
+    raw_path: bytes | None = scope.get("raw_path")
+    path = (
+        unquote_to_bytes(raw_path.split(b"?", 1)[0])
+        if raw_path
+        else scope["path"].encode("utf-8", "surrogatepass")
+    )
+    problem = _text_problem(path, "the URL path")
+    if problem is not None:
+        return problem
+    query: bytes = scope.get("query_string", b"")
+    if not query:
+        return None
+    for name, value in parse_qsl(query.decode("latin-1"), keep_blank_values=True, encoding="latin-1"):
+        label = name.encode("latin-1").decode("utf-8", "replace")[:60]
+        for part in (name, value):
+            problem = _text_problem(part.encode("latin-1"), f"the query parameter {label!r}")
+            if problem is not None:
+                return problem
+    return None
+
+
+def _text_problem(raw: bytes, where: str) -> ErrorInfo | None:
+    if b"\x00" in raw:
+        return ErrorInfo(
+            "unstorable_text",
+            f"{where} holds the NUL character (%00), which cannot be stored",
+            solution="Remove the NUL character from the URL.",
+        )
+    try:
+        raw.decode("utf-8")  # strict: refuses encoded surrogates (%ed%a0%80) too
+    except UnicodeDecodeError as exc:
+        return ErrorInfo(
+            "invalid_utf8",
+            f"{where} is not UTF-8 once percent-decoded (byte {exc.start})",
+            solution="Percent-encode the UTF-8 bytes of the text (é is %C3%A9).",
+        )
+    return None
 
 
 async def _drain(receive: Receive, budget: int, seconds: float) -> None:

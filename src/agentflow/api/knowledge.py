@@ -14,7 +14,7 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentflow.api.deps import EngineDep, WorkspaceDep
-from agentflow.api.schemas import ERROR_RESPONSES
+from agentflow.api.schemas import ERROR_RESPONSES, conflict
 from agentflow.knowledge.documents import MAX_LIMIT
 
 router = APIRouter(prefix="/api/knowledge", tags=["knowledge"], responses={**ERROR_RESPONSES})
@@ -150,7 +150,12 @@ async def plan(
     return PlanOut.model_validate(composed.to_json())
 
 
-@router.delete("/{document_id}", response_model=Document, summary="Delete a knowledge document")
+@router.delete(
+    "/{document_id}",
+    response_model=Document,
+    summary="Delete a knowledge document",
+    responses=conflict("`knowledge_builtin` (a bundled playbook)"),
+)
 async def delete_document(document_id: str, engine: EngineDep, workspace: WorkspaceDep) -> Document:
     """Delete one of the workspace's own documents (404 ``knowledge_not_found``; 409
     ``knowledge_builtin`` for a bundled playbook, which a document of its title overrides)."""

@@ -8,7 +8,7 @@ from uuid import UUID
 from fastapi import APIRouter, Body, Query, Response
 
 from agentflow.api.deps import EngineDep, WorkspaceDep, run_ref, workflow_ref
-from agentflow.api.schemas import ERROR_RESPONSES, Run, RunDetail, RunList, StartRun, Step
+from agentflow.api.schemas import ERROR_RESPONSES, Run, RunDetail, RunList, StartRun, Step, conflict
 from agentflow.core.errors import NotFoundError
 from agentflow.core.records import RunRecord
 from agentflow.core.statuses import RunStatus
@@ -40,7 +40,12 @@ async def list_runs(
 
 
 @router.post(
-    "", response_model=Run, status_code=201, summary="Start a run", response_description="The run, created"
+    "",
+    response_model=Run,
+    status_code=201,
+    summary="Start a run",
+    response_description="The run, created",
+    responses=conflict("`run_already_active` (another active run holds the enrollment key)"),
 )
 async def start_run(
     workflow_id: str,
@@ -79,7 +84,9 @@ async def get_run(workflow_id: str, run_id: str, engine: EngineDep, workspace: W
     return RunDetail(**Run.model_validate(run).model_dump(), steps=[Step.model_validate(s) for s in steps])
 
 
-@router.post("/{run_id}/cancel", response_model=Run, summary="Cancel a run")
+@router.post(
+    "/{run_id}/cancel", response_model=Run, summary="Cancel a run", responses=conflict("`run_already_ended`")
+)
 async def cancel_run(workflow_id: str, run_id: str, engine: EngineDep, workspace: WorkspaceDep) -> Run:
     """Cancel a run: at once, or at its next step boundary while a step executes.
 
@@ -90,7 +97,12 @@ async def cancel_run(workflow_id: str, run_id: str, engine: EngineDep, workspace
     return Run.model_validate(await engine.cancel_run(run.id, workspace_id=workspace))
 
 
-@router.post("/{run_id}/retry", response_model=Run, summary="Retry a failed run")
+@router.post(
+    "/{run_id}/retry",
+    response_model=Run,
+    summary="Retry a failed run",
+    responses=conflict("`run_not_failed`, `run_already_active`"),
+)
 async def retry_run(workflow_id: str, run_id: str, engine: EngineDep, workspace: WorkspaceDep) -> Run:
     """Retry a failed run from its failed step; 409 ``run_not_failed`` for any other status."""
     run = await _run_of(engine, workspace, workflow_id, run_id)

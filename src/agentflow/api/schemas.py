@@ -194,10 +194,22 @@ def _error(description: str) -> dict[str, Any]:
 
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    400: _error("Malformed request: `invalid_json`, `too_deep`, `unstorable_text`, `invalid_workspace`..."),
-    401: _error("`unauthorized`: a missing, malformed or revoked key (or a bad webhook signature)"),
-    403: _error("`workspace_mismatch`: the API key belongs to another workspace"),
-    404: _error("Unknown (or malformed) id in this workspace"),
+    400: _error(
+        "Malformed request: `invalid_json`, `too_deep`, `unstorable_text`, `number_out_of_range` (the"
+        " body), `unstorable_text` or `invalid_utf8` (the URL), `invalid_workspace` (the header)"
+    ),
+    401: _error(
+        "`unauthorized`: a missing, malformed or revoked key (or a bad webhook signature), or no key"
+        " on a request a proxy relayed"
+    ),
+    403: _error(
+        "`workspace_mismatch`: the API key belongs to another workspace; `cross_origin_request`: a"
+        " web page on another origin may not change anything"
+    ),
+    404: _error(
+        "Unknown (or malformed) id in this workspace; `workspace_not_found`: X-Agentflow-Workspace"
+        " names no workspace"
+    ),
     413: _error("`body_too_large`: the body is over 1 MiB"),
     415: _error("`unsupported_media_type`: the body is not JSON"),
     422: _error(
@@ -207,4 +219,9 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     500: _error("`internal_error`: a bug; the details are in the server log"),
     503: _error("`database_unavailable`: retry after the `Retry-After` seconds"),
 }
-"""The error responses every API route documents."""
+"""The error responses every API route documents (``agentflow.api.openapi`` adds the middleware's)."""
+
+
+def conflict(codes: str) -> dict[int | str, dict[str, Any]]:
+    """The 409 response of a route whose request can conflict with the current state."""
+    return {409: _error(f"Conflicts with the current state: {codes}")}

@@ -14,8 +14,8 @@ from fastapi import APIRouter, Body, Query
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from agentflow.api.deps import EngineDep, WorkspaceDep
-from agentflow.api.schemas import ERROR_RESPONSES
-from agentflow.core.tasks import MAX_LIST, TaskStatus, TaskUpdate
+from agentflow.api.schemas import ERROR_RESPONSES, conflict
+from agentflow.core.tasks import MAX_LIST, TASK_STATUSES, TaskStatus, TaskUpdate
 
 router = APIRouter(prefix="/api/tasks", tags=["tasks"], responses={**ERROR_RESPONSES})
 
@@ -71,6 +71,22 @@ class TaskChanged(BaseModel):
     )
 
 
+_TEXT = {"type": ["string", "null"], "minLength": 1}
+_CHANGE_SCHEMA: dict[str, Any] = {
+    "properties": {
+        "title": {"type": "string", "minLength": 1, "maxLength": 500},
+        "description": {"type": ["string", "null"], "maxLength": 20_000},
+        "assignee": {**_TEXT, "maxLength": 320},
+        "due_at": {"type": ["string", "null"], "format": "date-time"},
+        "priority": {**_TEXT, "maxLength": 50},
+        "status": {"enum": list(TASK_STATUSES)},
+        "metadata": {"type": "object", "additionalProperties": True},
+        "expected_revision": {"type": ["integer", "null"], "minimum": 0, "maximum": 2**31 - 1},
+    },
+    "additionalProperties": False,
+}
+"""What the body may hold (validated by the engine, whose 422 ``task_invalid`` names each field)."""
+
 _CHANGE_EXAMPLE = {"status": "in_progress", "assignee": "ada@example.com", "metadata": {"crm_id": "T-17"}}
 
 
@@ -104,7 +120,12 @@ async def get_task(task_id: str, engine: EngineDep, workspace: WorkspaceDep) -> 
     return Task.model_validate(await engine.tasks.get(task_id, workspace_id=workspace))
 
 
-@router.patch("/{task_id}", response_model=TaskChanged, summary="Change a task")
+@router.patch(
+    "/{task_id}",
+    response_model=TaskChanged,
+    summary="Change a task",
+    responses=conflict("`task_revision_conflict`"),
+)
 async def update_task(
     task_id: str,
     engine: EngineDep,
@@ -118,6 +139,7 @@ async def update_task(
             " `expected_revision` applies the change only at that revision (else 409"
             " `task_revision_conflict`). 422 `task_invalid` lists each offending field.",
             examples=[_CHANGE_EXAMPLE],
+            json_schema_extra=_CHANGE_SCHEMA,
         ),
     ],
 ) -> TaskChanged:

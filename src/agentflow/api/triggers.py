@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from agentflow.api import strict_json
 from agentflow.api.deps import EngineDep, WorkspaceDep, workflow_ref
-from agentflow.api.schemas import ERROR_RESPONSES
+from agentflow.api.schemas import ERROR_RESPONSES, conflict
 from agentflow.core.errors import AuthError
 from agentflow.engine import Engine
 from agentflow.webhooks import Fired
@@ -77,6 +77,11 @@ class DecisionList(BaseModel):
     decisions: list[Decision]
 
 
+_FIRED: dict[int | str, dict[str, Any]] = {
+    200: {"model": TriggerResult, "description": "A replay: this request id was seen; the original decision"},
+    **conflict("`workflow_disabled`, `trigger_contention` (retry), `secret_unreadable`"),
+}
+
 PAYLOAD_DOC = (
     "The body is the run's payload (a JSON object, checked against the workflow's payload_format)."
     " Send `Idempotency-Key` (or Standard Webhooks' `webhook-id`) to make retries safe: a repeated id"
@@ -88,6 +93,7 @@ PAYLOAD_DOC = (
     "/api/public/trigger/{public_api_key}/{workflow_id}",
     response_model=TriggerResult,
     status_code=202,
+    responses=_FIRED,
     summary="Public trigger (key in the URL)",
     description=PAYLOAD_DOC,
 )
@@ -108,6 +114,7 @@ async def public_trigger(
     "/api/public/trigger/{workflow_id}",
     response_model=TriggerResult,
     status_code=202,
+    responses=_FIRED,
     summary=f"Public trigger (key in {TRIGGER_KEY_HEADER})",
     description=PAYLOAD_DOC,
 )
@@ -128,6 +135,7 @@ async def public_trigger_header(
     "/api/private/trigger/{workflow_id}",
     response_model=TriggerResult,
     status_code=202,
+    responses=_FIRED,
     summary="Private trigger (API key)",
     description=PAYLOAD_DOC,
 )
@@ -160,6 +168,7 @@ async def private_trigger(
     response_model=Secret,
     status_code=201,
     summary="Require signed public calls (new signing secret)",
+    responses=conflict("`secret_key_missing` (the server has no AGENTFLOW_SECRET_KEY)"),
 )
 async def rotate_secret(workflow_id: str, engine: EngineDep, workspace: WorkspaceDep) -> Secret:
     """Give the workflow a new Standard Webhooks signing secret (the old one stops working)."""

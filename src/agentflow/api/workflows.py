@@ -16,6 +16,7 @@ from agentflow.api.schemas import (
     Workflow,
     WorkflowDetail,
     WorkflowList,
+    conflict,
 )
 from agentflow.core.errors import NotFoundError
 
@@ -44,7 +45,10 @@ async def list_workflows(engine: EngineDep, workspace: WorkspaceDep) -> Workflow
     status_code=201,
     summary="Publish a workflow config",
     response_description="Created: the config is stored as a new version",
-    responses={200: {"model": Published, "description": "Unchanged: the latest version has this content"}},
+    responses={
+        200: {"model": Published, "description": "Unchanged: the latest version has this content"},
+        **conflict("`workflow_kind_mismatch` (a workflow keeps its kind)"),
+    },
 )
 async def publish_workflow(
     response: Response,

@@ -11,6 +11,8 @@ import typer
 import uvicorn
 
 from agentflow.api.app import create_app, resolve_auth
+from agentflow.api.browser_guard import http_policy
+from agentflow.api.hosts import is_loopback
 from agentflow.api.server import ApiServer
 from agentflow.cli.common import IMPORTS_OPTION, console, err_console, fail, settings_with
 from agentflow.core.errors import AgentflowError
@@ -64,14 +66,31 @@ async def run_server(
 
     Returns:
         0 after a requested shutdown, 1 when the server failed to start or the worker died.
+
+    Raises:
+        ConfigError: ``setting_invalid`` for a malformed ``AGENTFLOW_CORS_ORIGINS`` or
+            ``AGENTFLOW_TRUSTED_PROXIES`` (before anything starts).
     """
+    auth = resolve_auth(settings.api_auth, host)
+    policy = http_policy(
+        allowed_hosts=settings.allowed_hosts_list,
+        cors_origins=settings.cors_origins_list,
+        trusted_proxies=settings.trusted_proxies_list,
+        listen_host=host,
+        auth=auth,
+    )
+    if auth == "optional":
+        warn_keyless(host, port)
     async with Engine.open(settings) as engine:
         config = uvicorn.Config(
-            create_app(engine, auth=resolve_auth(settings.api_auth, host)),
+            create_app(engine, auth=auth, policy=policy),
             host=host,
             port=port,
             lifespan="off",
             timeout_graceful_shutdown=30,
+            # The app decides whose X-Forwarded-For to believe (AGENTFLOW_TRUSTED_PROXIES);
+            # uvicorn's own rewrite would hide the proxy's address from it.
+            proxy_headers=False,
         )
         server = ApiServer(config)
         stop = asyncio.Event()
@@ -94,6 +113,23 @@ async def run_server(
         finally:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
+
+
+def warn_keyless(host: str, port: int) -> None:
+    """Say loudly that the API serves calls without a key, and what that exposes."""
+    who = (
+        "Every program on this machine can call it, and so can anyone whose requests a reverse"
+        " proxy on this machine relays"
+        if is_loopback(host)
+        else f"Anyone who can reach {host}:{port} can call it"
+    )
+    err_console.print(
+        f"[bold yellow]warning[/] the API accepts calls without an API key (AGENTFLOW_API_AUTH"
+        f" resolves to optional). {who}. Unless this is a personal development server, set"
+        " AGENTFLOW_API_AUTH=required and create keys with 'agentflow keys create'. See docs/security.md.",
+        highlight=False,
+        soft_wrap=True,  # one line: log scrapers and tests grep for it
+    )
 
 
 async def _supervise(

@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from agentflow.core import safe_yaml
 from agentflow.core.agent_config import TOOL_NAME_PATTERN, Action, Budget, ContextLimits, HttpTool, Impact
 from agentflow.core.durations import parse_duration
 from agentflow.core.errors import ConfigError
@@ -180,16 +181,24 @@ _ADAPTER: TypeAdapter[AgentConfig | StructuredConfig] = TypeAdapter(WorkflowConf
 
 
 def parse_config_text(text: str, source: str = "config") -> AgentConfig | StructuredConfig:
-    """Parse YAML or JSON text and validate it (see ``validate_config``)."""
+    """Parse YAML or JSON text and validate it (see ``validate_config``).
+
+    The YAML may not nest deeper than 64 levels nor expand past 100,000 values through its
+    aliases (see ``agentflow.core.safe_yaml``): either is a ``config_syntax`` error.
+    """
     try:
-        data = yaml.safe_load(text)
+        data = safe_yaml.load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        limit = isinstance(exc, safe_yaml.YamlLimitError)
+        verdict = "refused" if limit else "not valid YAML or JSON"
         raise ConfigError(
             "config_syntax",
-            f"{source} is not valid YAML or JSON{where}: {getattr(exc, 'problem', exc)}",
-            solution="Fix the syntax at the position shown.",
+            f"{source} is {verdict}{where}: {getattr(exc, 'problem', exc)}",
+            solution="Write the values out instead of nesting aliases, and nest less."
+            if limit
+            else "Fix the syntax at the position shown.",
         ) from None
     return validate_config(data, source)
 

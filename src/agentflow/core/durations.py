@@ -5,10 +5,19 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
+MAX_DURATION = timedelta(days=3650)
+"""The longest duration accepted anywhere (about ten years).
+
+Far below ``timedelta``'s own limit (999,999,999 days, past which Python raises
+``OverflowError``) and PostgreSQL's timestamp range, so ``now() + duration`` always works.
+"""
+
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 _COMPACT = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+# ``Y`` is 365 days: that is how pydantic writes a timedelta of a year or more ("P1Y35D")
+# in the stored config, which the worker reads back.
 _ISO = re.compile(
-    r"P(?:(?P<w>\d+(?:\.\d+)?)W)?(?:(?P<d>\d+(?:\.\d+)?)D)?"
+    r"P(?:(?P<y>\d+(?:\.\d+)?)Y)?(?:(?P<w>\d+(?:\.\d+)?)W)?(?:(?P<d>\d+(?:\.\d+)?)D)?"
     r"(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?"
 )
 
@@ -20,7 +29,8 @@ def parse_duration(value: str | int | float | timedelta) -> timedelta:
     ``"1h30m"`` or ``"7d"``, and ISO 8601 durations such as ``"PT5M"`` or ``"P1DT2H"``.
 
     Raises:
-        ValueError: the value is negative, empty or not a duration.
+        ValueError: the value is negative, empty, not a duration, or longer than
+            ``MAX_DURATION``.
     """
     if isinstance(value, timedelta):
         seconds = value.total_seconds()
@@ -34,7 +44,15 @@ def parse_duration(value: str | int | float | timedelta) -> timedelta:
         raise ValueError(f"{value!r} is not a finite duration")
     if seconds < 0:
         raise ValueError(f"{value!r} is negative; durations must be zero or more")
+    if seconds > MAX_DURATION.total_seconds():
+        # Checked before building the timedelta, which would overflow past 999,999,999 days.
+        raise ValueError(f"{_shown(value)} is too long; durations are at most 3650 days (10 years)")
     return timedelta(seconds=seconds)
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:39] + "…"
 
 
 def _parse_text(text: str) -> float:
@@ -46,7 +64,8 @@ def _parse_text(text: str) -> float:
             raise ValueError(f"{text!r} is not an ISO 8601 duration such as 'PT5M'")
         parts = {k: float(v) for k, v in match.groupdict().items() if v}
         return (
-            parts.get("w", 0) * 604800
+            parts.get("y", 0) * 365 * 86400
+            + parts.get("w", 0) * 604800
             + parts.get("d", 0) * 86400
             + parts.get("h", 0) * 3600
             + parts.get("m", 0) * 60

@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from agentflow.core import safe_yaml
 from agentflow.core.errors import ConfigError
 
 MAX_FRONT_MATTER = 10_000
@@ -42,7 +43,7 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
 
     Raises:
         ConfigError: ``knowledge_invalid`` when the front matter is unterminated, too long,
-            not YAML, or not a mapping.
+            not YAML, nested too deep or expanded too far by aliases, or not a mapping.
     """
     stripped = text.lstrip("\ufeff")
     if not re.match(r"---[ \t]*\r?\n", stripped):
@@ -52,7 +53,9 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
         raise _invalid("the front matter has no closing '---' line within 10,000 characters")
     raw = stripped[3 : 3 + end.start()]
     try:
-        data = yaml.safe_load(raw)
+        data = safe_yaml.load(raw)
+    except safe_yaml.YamlLimitError as exc:
+        raise _invalid(f"the front matter is refused: {exc.problem}") from None
     except yaml.YAMLError as exc:
         raise _invalid(f"the front matter is not valid YAML ({str(exc).splitlines()[0]})") from None
     if data is None:

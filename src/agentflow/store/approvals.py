@@ -115,6 +115,14 @@ async def budget(pool: asyncpg.Pool, workspace_id: UUID) -> dict[str, Any]:
     return dict(row)
 
 
+MAX_DAILY_USD = 10_000_000
+"""The largest daily USD limit stored: ``workspace_budgets.daily_usd`` is ``numeric(14, 6)``,
+which overflows at 10**8 (an error, not a clamp); this leaves room for rounding."""
+
+MAX_DAILY_TOKENS = 10**15
+"""The largest daily token limit (well inside ``bigint``)."""
+
+
 async def set_budget(
     pool: asyncpg.Pool, workspace_id: UUID, daily_usd: float | None, daily_tokens: int | None
 ) -> datetime:
