@@ -331,3 +331,34 @@ async def test_keys_api_shows_a_token_once_and_auth_can_be_required(engine: Engi
 
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.mark.parametrize(
+    ("template", "code"),
+    [
+        ("{{ ('ab' * 300000000) | length }}", "template_limit"),
+        ("{{ 1 / event.data.zero }}", "template_error"),
+    ],
+)
+async def test_a_failing_enrollment_key_answers_422_with_its_code_and_replays_the_same(
+    client: httpx.AsyncClient, engine: Engine, template: str, code: str
+) -> None:
+    published = await engine.publish_workflow(hook("keyed", enrollment={"key": template}))
+    key = await make_key(client, "trigger")
+    url = f"/api/public/trigger/{key}/{published.workflow.id}"
+    first = await client.post(url, json={"zero": 0}, headers={"Idempotency-Key": "k-1"})
+    assert first.status_code == 422, first.text
+    error = first.json()["error"]
+    assert error["code"] == code
+    assert template not in error["message"], "public callers do not see the workflow's template"
+    again = await client.post(url, json={"zero": 0}, headers={"Idempotency-Key": "k-1"})
+    assert again.status_code == 422 and again.json()["error"]["details"]["replayed"] is True
+    api_key = await make_key(client, "api")
+    private = await client.post(
+        f"/api/private/trigger/{published.workflow.id}",
+        json={"zero": 0},
+        headers={"Authorization": f"Bearer {api_key}"},
+    )
+    assert private.status_code == 422 and private.json()["error"]["code"] == code
+    assert "trigger.enrollment.key" in private.json()["error"]["message"], "private callers see why"
+    assert await engine.db.pool.fetchval("SELECT count(*) FROM runs") == 0

@@ -166,3 +166,32 @@ async def test_call_rendering_finishes_a_slow_render_on_a_thread_while_the_loop_
     assert results == [str(sum(range(15000)))] * 3
     assert ticks > 3  # the loop kept turning while the renders ran elsewhere
     print(f"longest event-loop gap during three slow renders: {longest_gap * 1000:.1f} ms")
+
+
+def test_publishing_refuses_templates_that_cannot_compile_naming_each_path() -> None:
+    from agentflow.core.definitions import validate_config
+    from agentflow.core.errors import ConfigError
+
+    config = {
+        "name": "t",
+        "kind": "structured",
+        "trigger": {"topics": ["a"], "enrollment": {"key": "{{ event.data.id "}},
+        "nodes": [
+            {
+                "id": "call",
+                "type": "tool",
+                "tool": "echo",
+                "args": {"value": "{% include 'x' %}", "ok": "{{ 1 }}"},
+            },
+            {"id": "done", "type": "finish", "output": {"v": "{% for %}"}},
+        ],
+    }
+    with pytest.raises(ConfigError) as info:
+        validate_config(config)
+    paths = [e["path"] for e in info.value.info.details["errors"]]
+    assert paths == ["trigger.enrollment.key", "nodes[0].args.value", "nodes[1].output.v"]
+    agent = {"name": "a", "kind": "agent", "prompt": "p", "http_tools": [
+        {"name": "h", "description": "d", "method": "GET", "url": "https://x/{{ args.id"}]}  # fmt: skip
+    with pytest.raises(ConfigError) as info:
+        validate_config(agent)
+    assert [e["path"] for e in info.value.info.details["errors"]] == ["http_tools[0].url"]

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from agentflow.api import strict_json
 from agentflow.api.deps import EngineDep, WorkspaceDep, workflow_ref
+from agentflow.api.errors import ApiError
 from agentflow.api.schemas import ERROR_RESPONSES, conflict
 from agentflow.core.errors import AuthError
 from agentflow.engine import Engine
@@ -36,7 +37,8 @@ class TriggerResult(BaseModel):
 
     decision: str = Field(
         description="`started`, `enrolled`, `restarted`, `skipped`, `debounced`, `gate_pending`,"
-        " `not_matched`, `reuse_rejected`, `key_error` or `not_runnable`.",
+        " `not_matched`, `reuse_rejected` or `not_runnable`. (When the enrollment key template"
+        " fails, the call is answered 422 `template_error` / `template_limit` instead.)",
         examples=["started"],
     )
     run_id: UUID | None = Field(description="The run started, enrolled into or skipped for.")
@@ -232,9 +234,11 @@ def _payload(body: bytes) -> Any:
 
 
 def _result(fired: Fired, response: Response, *, with_reason: bool) -> TriggerResult:
+    d = fired.decision
+    if d.decision == "key_error":
+        _refuse_key_error(fired, with_reason=with_reason)
     if fired.replayed:
         response.status_code = 200
-    d = fired.decision
     return TriggerResult(
         decision=d.decision,
         run_id=d.run_id,
@@ -243,4 +247,28 @@ def _result(fired: Fired, response: Response, *, with_reason: bool) -> TriggerRe
         enrollment_key=d.key,
         event=EventRef(topic=fired.topic, message_id=fired.message_id),
         reason=d.reason if with_reason else None,
+    )
+
+
+def _refuse_key_error(fired: Fired, *, with_reason: bool) -> None:
+    """The workflow's enrollment key template failed on this call (``template_limit``,
+    ``template_error``): a 422 with that code. The event stays stored and the decision
+    recorded, so a retry with the same id gets the same answer. Public callers are not shown
+    the workflow's template (nor its conditions)."""
+    reason = fired.decision.reason if isinstance(fired.decision.reason, dict) else {}
+    code = str(reason.get("code") or "template_error")
+    message = (
+        str(reason.get("message"))
+        if with_reason and reason.get("message")
+        else "the workflow's enrollment key could not be computed from this call"
+    )
+    event = {"topic": fired.topic, "message_id": fired.message_id}
+    raise ApiError(
+        422,
+        code,
+        message,
+        details={"decision": "key_error", "event": event, "replayed": fired.replayed},
+        solution="The workflow's owner must fix its trigger.enrollment.key template."
+        if not with_reason
+        else str(reason.get("solution") or "Fix the workflow's trigger.enrollment.key template."),
     )

@@ -30,6 +30,7 @@ from agentflow.core.retry import RetryPolicy
 from agentflow.core.schedules import CronSchedule
 from agentflow.core.sources import SOURCE_PATTERN
 from agentflow.core.state_definition import MAX_VARIABLES, StateVariable, check_definition
+from agentflow.core.templating import template_problems
 from agentflow.core.triggers import Gate, Trigger
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\- ]{0,99}$"
@@ -235,9 +236,26 @@ def validate_config(data: Any, source: str = "config") -> AgentConfig | Structur
     if isinstance(config, StructuredConfig):
         _check_graph(config, errors)
         _check_saves(config, errors)
-        if errors:
-            raise _invalid(source, errors)
+    _check_templates(config, errors)
+    if errors:
+        raise _invalid(source, errors)
     return config
+
+
+def _check_templates(config: AgentConfig | StructuredConfig, errors: list[dict[str, str]]) -> None:
+    """Templates that cannot compile (bad syntax, ``{% include %}``, too long) are refused at
+    publish, where the path says which, rather than at run time."""
+    if config.trigger is not None and config.trigger.enrollment.key is not None:
+        errors.extend(template_problems(config.trigger.enrollment.key, "trigger.enrollment.key"))
+    if isinstance(config, StructuredConfig):
+        for index, node in enumerate(config.nodes):
+            fields = node.model_dump(mode="json", exclude={"id", "type", "name", "next", "retry", "timeout"})
+            errors.extend(template_problems(fields, f"nodes[{index}]"))
+    else:
+        for index, tool in enumerate(config.http_tools):
+            errors.extend(
+                template_problems({"url": tool.url, "headers": dict(tool.headers)}, f"http_tools[{index}]")
+            )
 
 
 def _validate_node(raw: Any, path: str, errors: list[dict[str, str]]) -> NodeSpec | None:

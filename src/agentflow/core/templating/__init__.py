@@ -5,6 +5,6 @@ loop hand a slow render to a thread (``agentflow.nodes.rendering`` does).
 """
 
 from agentflow.core.templating.meter import RenderDeferred, deferring
-from agentflow.core.templating.render import render, template_problem
+from agentflow.core.templating.render import render, template_problem, template_problems
 
-__all__ = ["RenderDeferred", "deferring", "render", "template_problem"]
+__all__ = ["RenderDeferred", "deferring", "render", "template_problem", "template_problems"]

@@ -75,6 +75,19 @@ def template_problem(text: str) -> str | None:
     return None
 
 
+def template_problems(value: Any, path: str) -> list[dict[str, str]]:
+    """Every template inside ``value`` (through lists and dicts) that cannot compile, as
+    ``{"path", "message"}`` entries like a config error's (``nodes[0].args.to``)."""
+    if isinstance(value, str):
+        problem = template_problem(value) if "{{" in value or "{%" in value else None
+        return [] if problem is None else [{"path": path, "message": f"template: {problem}"}]
+    if isinstance(value, list):
+        return [p for i, item in enumerate(value) for p in template_problems(item, f"{path}[{i}]")]
+    if isinstance(value, dict):
+        return [p for key, item in value.items() for p in template_problems(item, f"{path}.{key}")]
+    return []
+
+
 def _compiled(text: str) -> Compiled:
     # Compiling is most of a render's cost; configs are immutable, so compile each text once.
     found = _CACHE.get(text)
