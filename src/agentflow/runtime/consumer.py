@@ -60,6 +60,11 @@ class EventConsumer:
         self.workspace_id = workspace_id
         self.batch_size = batch_size
         self.poll_interval = poll_interval
+        # Events the next batch may hold: halved after a batch failed, doubled (up to
+        # batch_size) after one committed. A batch is one transaction of a few statements per
+        # event; on a flaky link a big one would fail every time, and events pile up while
+        # it backs off, so a fixed size could stall the consumer for good.
+        self.limit = batch_size
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
 
@@ -74,7 +79,7 @@ class EventConsumer:
             position = await events.lock_position(conn, self.name, self.workspace_id)
             if position is None:
                 return 0  # another instance of this consumer is processing a batch
-            batch = await events.read_after(conn, position, self.batch_size, self.workspace_id)
+            batch = await events.read_after(conn, position, self.limit, self.workspace_id)
             if batch:
                 await self.handler(conn, batch)
                 await events.store_position(conn, self.name, batch[-1].position)
@@ -93,16 +98,20 @@ class EventConsumer:
                 self._wake.clear()
                 delay = self.poll_interval
                 try:
-                    full = await self.consume_batch() == self.batch_size
+                    limit = self.limit
+                    full = await self.consume_batch() == limit
                     backoff = 0.0
+                    self.limit = min(self.batch_size, limit * 2)
                     if full:
                         continue  # more may be ready
                 except TRANSACTION_CONFLICTS as exc:  # e.g. a deadlock with another writer: rolled back
                     logger.warning("consumer %s: %s; retrying the batch", self.name, exc)
+                    self.limit = max(1, self.limit // 2)
                     delay = 0.05
                 except UNAVAILABLE_ERRORS as exc:
                     if not unavailable(exc):
                         raise
+                    self.limit = max(1, self.limit // 2)
                     backoff = min(max(backoff * 2, 0.1), 5 * self.poll_interval)
                     logger.warning("consumer %s: %s; retrying in %.1fs", self.name, exc, backoff)
                     delay = backoff
