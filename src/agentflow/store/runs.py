@@ -208,12 +208,18 @@ async def release(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID, token: i
 
 
 async def finish_cancel(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID, token: int, owner: str) -> bool:
-    """Cancel a held run at a step boundary after its cancel was requested."""
+    """Cancel a run at the step boundary just checkpointed under ``token``, after its cancel
+    was requested.
+
+    The step may have left the run waiting or suspended, which gives up the lease (no lease
+    owner); the unchanged fencing token still proves nobody claimed the run since.
+    """
     row = await pool.fetchrow(
         "UPDATE runs SET status = 'canceled', status_reason = 'canceled_by_request',"
         " due_at = NULL, lease_owner = NULL, lease_expires_at = NULL, canceled_at = now(),"
         " updated_at = now() WHERE workspace_id = $1 AND id = $2 AND fencing_token = $3"
-        " AND lease_owner = $4 AND status IN ('in_progress', 'waiting') RETURNING id",
+        " AND (lease_owner = $4 OR lease_owner IS NULL)"
+        " AND status IN ('in_progress', 'waiting', 'suspended') RETURNING id",
         workspace_id, run_id, token, owner,
     )  # fmt: skip
     return row is not None
