@@ -115,17 +115,25 @@ def _charge(result: Any) -> Any:
     return result
 
 
+_PASSED = (Context, EvalContext, Environment)
+_PASSED_NAMES = ("context", "eval_ctx", "environment", "env")
+
+
 def _guard(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     check = _CHECKS.get(name) or (_stringify if name in _STRINGIFYING else None)
     signature = inspect.signature(fn)
+    first = next(iter(signature.parameters), "")
 
     @functools.wraps(fn)
     def guarded(*args: Any, **kwargs: Any) -> Any:
         if check is not None:
+            # Jinja may pass a context first that the filter's own signature does not name (a
+            # filter with both a sync and an async variant is called with the eval context).
+            passed = bool(args) and isinstance(args[0], _PASSED) and first not in _PASSED_NAMES
             try:
-                bound = signature.bind(*args, **kwargs)
+                bound = signature.bind(*args[1:] if passed else args, **kwargs)
             except TypeError:
-                return fn(*args, **kwargs)  # let the filter raise its own, clearer error
+                return fn(*args, **kwargs)  # wrong arguments: the filter raises its own error
             check(bound.arguments)
         return _charge(fn(*args, **kwargs))
 
