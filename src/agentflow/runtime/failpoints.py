@@ -12,15 +12,22 @@ import os
 import random
 import signal
 
-_SPEC = os.environ.get("AGENTFLOW_FAILPOINTS", "")
-_POINTS: dict[str, float] = {}
-for _item in filter(None, (part.strip() for part in _SPEC.split(","))):
-    _name, _, _prob = _item.partition("=")
-    _POINTS[_name] = float(_prob or 1.0)
+
+def armed(spec: str) -> dict[str, float]:
+    """The failpoints a spec arms (``after_step=0.05,before_checkpoint``: name=probability,
+    1 when no probability is given)."""
+    points: dict[str, float] = {}
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        name, _, probability = item.partition("=")
+        points[name] = float(probability or 1.0)
+    return points
+
+
+_POINTS = armed(os.environ.get("AGENTFLOW_FAILPOINTS", ""))
 _RANDOM = random.Random(os.environ.get("AGENTFLOW_FAILPOINT_SEED"))
 
 
 def failpoint(name: str) -> None:
     """Kill this process with SIGKILL if failpoint ``name`` is armed and fires."""
     if _POINTS and _RANDOM.random() < _POINTS.get(name, 0.0):
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)  # pragma: no cover (the process is gone: nothing records it)
