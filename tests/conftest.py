@@ -10,6 +10,9 @@ from agentflow.engine import Engine
 from agentflow.settings import Settings
 from tests.support.db import DatabaseServer
 
+# The per-package coverage bars (see tests/coverage_gate.py).
+pytest_plugins = ["tests.coverage_gate"]
+
 
 @pytest.fixture(scope="session")
 async def pg_server() -> AsyncIterator[DatabaseServer]:

@@ -43,7 +43,7 @@ def test_a_session_leaves_no_data_directory_behind(tmp_path: Path) -> None:
     env.update(TMPDIR=str(temp), RECORD_TO=str(record), PYTHONPATH=str(ROOT))
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "-p", "tests.conftest",
-         "-q", "-p", "no:cacheprovider", "--basetemp", str(tmp_path / "basetemp"), str(tmp_path / "test_tiny.py")],
+         "-q", "-p", "no:cacheprovider", "--no-cov", "--basetemp", str(tmp_path / "basetemp"), str(tmp_path / "test_tiny.py")],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=240,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr

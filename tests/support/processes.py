@@ -24,14 +24,18 @@ REPO = Path(__file__).resolve().parents[2]
 _MAIN = "from agentflow.cli import main; main()"
 
 
-def worker_env(database_url: str, recorder_url: str | None = None, **settings: object) -> dict[str, str]:
+def worker_env(
+    database_url: str, recorder_url: str | None = None, *, measured: bool = False, **settings: object
+) -> dict[str, str]:
     """The environment of a worker process.
 
     ``settings`` are ``AGENTFLOW_<NAME>`` values (``lease_ttl=2`` sets
     ``AGENTFLOW_LEASE_TTL=2``); inherited ``AGENTFLOW_*`` variables are dropped so the
-    caller's shell cannot change the test.
+    caller's shell cannot change the test. Coverage's variables are dropped too unless
+    ``measured``: a traced worker is slower, and most fault tests judge timing.
     """
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTFLOW_")}
+    dropped = ("AGENTFLOW_",) if measured else ("AGENTFLOW_", "COVERAGE_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
     env.update(
         {
             "AGENTFLOW_DATABASE_URL": database_url,
