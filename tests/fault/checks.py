@@ -6,10 +6,12 @@ counted with plain SQL, external effects with the recording server.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import statistics
 import time
 from collections import Counter, defaultdict
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -17,8 +19,21 @@ from uuid import UUID
 
 import asyncpg
 
-from tests.support.processes import Death
+from tests.support.processes import Death, Supervisor
 from tests.support.recording_server import RecordingServer
+
+
+async def all_settled(pool: asyncpg.Pool, workflow_id: UUID, topic: str) -> bool:
+    """Every stored event of ``topic`` decided at the workflow, and none of its runs active."""
+    row = await pool.fetchrow(
+        "SELECT (SELECT count(*) FROM events WHERE topic = $2) AS events,"
+        " (SELECT count(*) FROM dispatch_decisions WHERE workflow_id = $1 AND event_topic = $2) AS decided,"
+        " (SELECT count(*) FROM runs WHERE workflow_id = $1 AND active) AS active",
+        workflow_id,
+        topic,
+    )
+    assert row is not None
+    return bool(row["decided"] >= row["events"] and row["active"] == 0)
 
 
 async def reconcile(
@@ -327,3 +342,38 @@ async def _reconcile_dispatch(
         ),
         keys_with_two_active_runs=shared_keys,
     )
+
+
+async def run_until_terminal(
+    monitor: LeaseMonitor,
+    supervisor: Supervisor,
+    stop: asyncio.Event,
+    starter: Coroutine[Any, Any, None],
+    loops: list[Coroutine[Any, Any, None]],
+    run_ids: list[UUID],
+    deadline: float,
+) -> None:
+    """Start the workers, the ``starter`` (it fills ``run_ids``) and the ``loops`` (killers);
+    poll the monitor until every started run is terminal or ``deadline`` seconds passed; then
+    set ``stop`` and stop everything, workers included."""
+    supervisor.start()
+    tasks = [asyncio.create_task(supervisor.watch(stop)), *(asyncio.create_task(loop) for loop in loops)]
+    started = time.monotonic()
+    start_task = asyncio.create_task(starter)
+    try:
+        while time.monotonic() - started < deadline:
+            rows = await monitor.poll()
+            if start_task.done():
+                start_task.result()
+                statuses = {r["id"]: r["status"] for r in rows}
+                if all(statuses[i] in ("completed", "failed", "canceled") for i in run_ids):
+                    break
+            await asyncio.sleep(monitor.period)
+        await monitor.poll()  # one more, so that the last re-claims are observed
+    finally:
+        stop.set()
+        start_task.cancel()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(start_task, *tasks, return_exceptions=True)
+        supervisor.stop_all()

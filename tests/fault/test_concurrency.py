@@ -40,7 +40,7 @@ async def test_workers_never_execute_a_step_concurrently_or_twice(
     )
     # A long lease (no expiry under load, so no legitimate re-execution) and a short poll
     # with every worker woken by each start: the claims race as hard as they can.
-    env = worker_env(engine.db.url, recorder.url, lease_ttl=10, poll_interval=0.05)
+    env = worker_env(engine.db.url, recorder.url, measured=True, lease_ttl=10, poll_interval=0.05)
     workers = [WorkerProcess(f"spans-{processes}-{i}", env, log_dir, concurrency=4) for i in range(processes)]
     try:
         for worker in workers:

@@ -74,7 +74,7 @@ async def test_r10_one_active_run_per_key_under_concurrent_triggers(
             "api", "r10", workspace_id=published.workflow.workspace_id
         )
     workflow_id = published.workflow.id
-    env = worker_env(database_url, lease_ttl=5, poll_interval=0.2, pool_max_size=10)
+    env = worker_env(database_url, lease_ttl=5, poll_interval=0.2, pool_max_size=10, measured=True)
     servers = []
     for index in range(2):
         (tmp_path / f"s{index}").mkdir()

@@ -30,7 +30,7 @@ from uuid import UUID
 import pytest
 
 from agentflow.engine import Engine
-from tests.fault.checks import LeaseMonitor
+from tests.fault.checks import LeaseMonitor, run_until_terminal
 from tests.support.naive_claim import SABOTAGE
 from tests.support.processes import Supervisor, WorkerProcess, worker_env
 from tests.support.recording_server import RecordingServer
@@ -121,27 +121,8 @@ async def session(
                     break
                 await asyncio.sleep(0.1)
 
-    supervisor.start()
-    tasks = [asyncio.create_task(supervisor.watch(stop)), asyncio.create_task(killer())]
     started = time.monotonic()
-    start_task = asyncio.create_task(starter())
-    try:
-        while time.monotonic() - started < DEADLINE:
-            rows = await monitor.poll()
-            if start_task.done():
-                start_task.result()
-                statuses = {r["id"]: r["status"] for r in rows}
-                if all(statuses[i] in ("completed", "failed", "canceled") for i in run_ids):
-                    break
-            await asyncio.sleep(monitor.period)
-        await monitor.poll()
-    finally:
-        stop.set()
-        start_task.cancel()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(start_task, *tasks, return_exceptions=True)
-        supervisor.stop_all()
+    await run_until_terminal(monitor, supervisor, stop, starter(), [killer()], run_ids, DEADLINE)
     rows = await engine.db.pool.fetch(
         "SELECT id, status, error, step_seq FROM runs WHERE id = ANY($1::uuid[])", run_ids
     )

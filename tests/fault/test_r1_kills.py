@@ -31,7 +31,7 @@ from uuid import UUID
 import pytest
 
 from agentflow.engine import Engine
-from tests.fault.checks import LeaseMonitor, print_verdict, problems, reconcile
+from tests.fault.checks import LeaseMonitor, print_verdict, problems, reconcile, run_until_terminal
 from tests.support.processes import Supervisor, WorkerProcess, worker_env
 from tests.support.recording_server import RecordingServer
 
@@ -115,6 +115,7 @@ async def run_chaos(
         env = worker_env(
             url,
             recorder.url,
+            measured=True,  # its bound (lease TTL + 5 s) leaves room for a traced worker
             lease_ttl=LEASE_TTL,
             poll_interval=0.2,
             max_rescues=20,
@@ -186,30 +187,7 @@ async def run_chaos(
                     kill(victim)
                     pause = rng.uniform(1.5, 3.5)
 
-    supervisor.start()
-    tasks = [
-        asyncio.create_task(supervisor.watch(stop)),
-        asyncio.create_task(killer()),
-    ]
-    start_task = asyncio.create_task(starter())
-    try:
-        while time.monotonic() - started < deadline:
-            rows = await monitor.poll()
-            if start_task.done():
-                start_task.result()
-                ours = {r["id"]: r["status"] for r in rows}
-                if all(ours[i] in ("completed", "failed", "canceled") for i in run_ids):
-                    break
-            await asyncio.sleep(monitor.period)
-        # One more poll so that the last re-claims are observed.
-        await monitor.poll()
-    finally:
-        stop.set()
-        start_task.cancel()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(start_task, *tasks, return_exceptions=True)
-        supervisor.stop_all()
+    await run_until_terminal(monitor, supervisor, stop, starter(), [killer()], run_ids, deadline)
     chaos.elapsed = time.monotonic() - started
     chaos.notes["failpoints_fired"] = sorted(fired)
     return chaos

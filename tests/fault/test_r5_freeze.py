@@ -54,7 +54,9 @@ async def test_r5_frozen_worker_cannot_write_after_its_run_was_rescued(
             ],
         }
     )
-    env = worker_env(engine.db.url, recorder.url, lease_ttl=LEASE_TTL, poll_interval=0.2, max_rescues=3)
+    env = worker_env(
+        engine.db.url, recorder.url, measured=True, lease_ttl=LEASE_TTL, poll_interval=0.2, max_rescues=3
+    )
     frozen = WorkerProcess("r5-frozen", env, log_dir, concurrency=1)
     rescuer: WorkerProcess | None = None
     try:
@@ -65,6 +67,10 @@ async def test_r5_frozen_worker_cannot_write_after_its_run_was_rescued(
             return [c.body for c in recorder.calls("/fenced-start") if c.body["pid"] == pid]
 
         await until(lambda: started_by(frozen.pid), 15, "the first attempt to start")
+        # Freeze it inside its 1.5 s sleep, not before it: frozen between the recorder's answer
+        # and the sleep, the resumed worker would sleep again while its heartbeat found the
+        # lease gone and cancelled the step before its write (seen on a loaded machine).
+        await asyncio.sleep(0.4)
         frozen.freeze()
         frozen_at = time.monotonic()
         stale_token = int(started_by(frozen.pid)[0]["fencing_token"])  # type: ignore[call-overload]

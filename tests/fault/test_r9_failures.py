@@ -37,7 +37,7 @@ def flow(name: str, *nodes: dict[str, Any]) -> dict[str, Any]:
 async def start_workers(
     engine: Engine, recorder: RecordingServer, log_dir: Path, prefix: str, count: int = 2, **settings: object
 ) -> list[WorkerProcess]:
-    env = worker_env(engine.db.url, recorder.url, lease_ttl=2, poll_interval=POLL, **settings)
+    env = worker_env(engine.db.url, recorder.url, measured=True, lease_ttl=2, poll_interval=POLL, **settings)
     workers = [WorkerProcess(f"{prefix}-{i}", env, log_dir, concurrency=4) for i in range(count)]
     for worker in workers:
         await asyncio.to_thread(worker.wait_ready)
@@ -174,7 +174,9 @@ async def test_r9_poison_step_fails_its_run_after_three_rescues_others_complete(
             {"id": "done", "type": "finish", "output": "{{ steps.b.value }}"},
         )
     )
-    env = worker_env(engine.db.url, recorder.url, lease_ttl=1.5, poll_interval=POLL, max_rescues=max_rescues)
+    env = worker_env(
+        engine.db.url, recorder.url, measured=True, lease_ttl=1.5, poll_interval=POLL, max_rescues=max_rescues
+    )
 
     def spawn(generation: int) -> tuple[WorkerProcess, str]:
         return WorkerProcess(f"r9-poison-g{generation}", env, log_dir, concurrency=4), ""
@@ -255,7 +257,7 @@ async def test_r9_hung_sync_tools_do_not_starve_later_sync_steps(
             },
         )
     )
-    env = worker_env(engine.db.url, recorder.url, lease_ttl=2, poll_interval=POLL)
+    env = worker_env(engine.db.url, recorder.url, measured=True, lease_ttl=2, poll_interval=POLL)
     worker = WorkerProcess("r9-starved", env, log_dir, concurrency=2)
     try:
         await asyncio.to_thread(worker.wait_ready)
