@@ -228,3 +228,16 @@ async def test_a_wait_ends_at_once_when_events_arrived_since_the_last_decision(
         done = await until(engine, run.id, lambda r: r.status.is_terminal, timeout=10)
     assert done.output["summary"] == "saw it"
     assert "arrived meanwhile" in seen[1].messages[-1].content
+
+
+async def test_a_tool_result_that_cannot_be_stored_reaches_the_model_as_an_error(engine: Engine) -> None:
+    import tests.support.tools  # noqa: F401  (registers bad_output, which returns a NUL)
+
+    model = replies(calls(("bad_output", {})), calls(("complete", {"summary": "done"})))
+    await engine.publish_workflow(agent_workflow(tools=["bad_output"]))
+    async with running_worker(engine, model=model):
+        run = await engine.start_run("meeting-follow-up", {"note": "manual"})
+        done = await until(engine, run.id, lambda r: r.status.is_terminal)
+    assert done.status == "completed"
+    (call,) = [s for s in await engine.list_steps(run.id) if s.kind == "agent.tool"][:1]
+    assert call.output["result"]["error"]["code"] == "output_not_storable"

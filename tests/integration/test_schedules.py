@@ -116,3 +116,9 @@ async def test_a_worker_fires_schedules_and_runs_them(engine: Engine) -> None:
         await task
     assert [r.status for r in runs] == ["completed"]
     assert runs[0].output == {"value": runs[0].input["scheduled_at"]}
+
+
+async def test_without_retention_the_scheduler_prunes_nothing(engine: Engine) -> None:
+    await engine.events.publish([{"topic": "kept", "data": {"n": 1}}])
+    assert await Scheduler(engine.db, retention=None).prune() == (0, 0)
+    assert await engine.db.pool.fetchval("SELECT count(*) FROM events") == 1

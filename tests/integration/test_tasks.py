@@ -237,3 +237,21 @@ async def test_another_workspace_never_sees_or_changes_a_task(engine: Engine) ->
     assert update.task.workspace_id == other
     workspaces = await engine.db.pool.fetch("SELECT workspace_id FROM events")
     assert [r["workspace_id"] for r in workspaces] == [other]
+
+
+async def test_a_task_a_step_creates_keeps_its_due_date(engine: Engine) -> None:
+    due = "2026-12-01T09:00:00+00:00"
+    await engine.publish_workflow(
+        {
+            "name": "asks-by-friday",
+            "kind": "structured",
+            "nodes": [
+                {"id": "ask", "type": "tool", "tool": "make_task", "args": {"title": "Call", "due": due}}
+            ],
+        }
+    )
+    run = await engine.start_run("asks-by-friday")
+    await engine.run_worker(until_idle=True)
+    assert (await engine.get_run(run.id)).status == "completed"
+    stored = await engine.db.pool.fetchval("SELECT due_at FROM tasks WHERE run_id = $1", run.id)
+    assert stored == datetime.fromisoformat(due)

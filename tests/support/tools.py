@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 import time
+from datetime import datetime
 from typing import Any
 
 import agentflow
@@ -67,9 +68,10 @@ def kill_worker() -> None:
 
 
 @agentflow.tool
-def make_task(ctx: StepContext, title: str) -> dict[str, Any]:
-    """Create a task through the checkpoint (an engine-table write)."""
-    ctx.create_task(title, assignee="owner@example.com", priority="high")
+def make_task(ctx: StepContext, title: str, due: str | None = None) -> dict[str, Any]:
+    """Create a task through the checkpoint (an engine-table write), due at ``due`` (ISO 8601)."""
+    due_at = datetime.fromisoformat(due) if due else None
+    ctx.create_task(title, assignee="owner@example.com", priority="high", due_at=due_at)
     return {"key": ctx.idempotency_key, "token": ctx.fencing_token}
 
 
