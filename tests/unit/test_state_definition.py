@@ -200,7 +200,7 @@ def test_every_field_is_listed_and_the_error_is_state_invalid() -> None:
 def saving(saves: dict[str, Any], definition: Any = DEFINITION) -> StructuredConfig:
     return config(
         definition,
-        {"id": "a", "type": "finish", "save_to_state": saves},
+        {"id": "a", "type": "tool", "tool": "t", "save_to_state": saves},
         {"id": "b", "type": "finish"},
     )
 

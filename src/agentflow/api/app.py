@@ -17,6 +17,7 @@ from agentflow.api import (
     keys,
     knowledge,
     metrics,
+    node_kinds,
     openapi,
     reports,
     runs,
@@ -78,6 +79,7 @@ def create_app(
     routers = (
         health,
         workflows,
+        node_kinds,
         runs,
         events,
         accounts,

@@ -15,6 +15,7 @@ from agentflow.cli import (
     events,
     keys,
     knowledge,
+    nodes,
     report,
     runs,
     serve,
@@ -32,6 +33,7 @@ app = typer.Typer(
 )
 app.add_typer(db.app, name="db")
 app.add_typer(workflows.app, name="workflows")
+app.add_typer(nodes.app, name="nodes")
 app.add_typer(runs.app, name="runs")
 app.add_typer(events.app, name="events")
 app.add_typer(tasks.app, name="tasks")

@@ -24,6 +24,8 @@ from agentflow.core import safe_yaml
 from agentflow.core.agent_config import TOOL_NAME_PATTERN, Action, Budget, ContextLimits, HttpTool, Impact
 from agentflow.core.durations import parse_duration
 from agentflow.core.errors import ConfigError
+from agentflow.core.graph.checks import TEMPLATE_FIELDS_EXCLUDED, check_graph, check_inputs
+from agentflow.core.graph.model import Edge, Graph, build_graph
 from agentflow.core.node_specs import NODE_SPECS, NodeSpec
 from agentflow.core.payload_format import FieldSpec, normalise
 from agentflow.core.retry import RetryPolicy
@@ -146,35 +148,46 @@ class StructuredConfig(WorkflowBase):
     """A node graph run step by step.
 
     Attributes:
-        start: the first node; by default the first in ``nodes``.
+        start: the first node; by default the only node no edge enters, or, in a config
+            without ``edges``, the first in ``nodes``.
         nodes: the nodes, each checked against the spec of its ``type``.
+        edges: connections ``{from, port, to}`` between nodes (see ``agentflow.core.graph``);
+            a node's ``next`` is shorthand for one from its ``result`` port. Without
+            ``edges``, nodes run in list order.
     """
 
     kind: Literal["structured"] = "structured"
     start: str | None = None
     nodes: list[NodeSpec] = Field(min_length=1, max_length=1000)
-    _positions: dict[str, int] = PrivateAttr(default_factory=dict)
+    edges: list[Edge] | None = Field(default=None, max_length=5000)
+    _graph: Graph | None = PrivateAttr(default=None)
 
-    def model_post_init(self, context: Any, /) -> None:
-        """Index the nodes by id (the first of duplicate ids; validation refuses those)."""
-        for index, node in enumerate(self.nodes):
-            self._positions.setdefault(node.id, index)
+    @property
+    def graph(self) -> Graph:
+        """The nodes and their links (built once)."""
+        if self._graph is None:
+            self._graph = build_graph(self.nodes, self.edges, self.start)
+        return self._graph
 
     def node(self, node_id: str) -> NodeSpec:
         """Return the node with ``node_id``."""
-        return self.nodes[self._positions[node_id]]
+        return self.graph.nodes[node_id]
 
     @property
     def start_id(self) -> str:
         """The id of the first node to run."""
-        return self.start or self.nodes[0].id
+        entry = self.graph.entry()
+        assert entry is not None  # validation refuses a graph without one
+        return entry
 
-    def next_id(self, node: NodeSpec) -> str | None:
-        """The node after ``node``: its ``next``, else the following one in the list."""
-        if node.next is not None:
-            return node.next
-        index = self._positions[node.id]
-        return self.nodes[index + 1].id if index + 1 < len(self.nodes) else None
+    def next_id(self, node: NodeSpec, port: str = "result") -> str | None:
+        """The node that ``node``'s ``port`` leads to, or None: the run ends there."""
+        links = self.graph.outgoing(node.id, port)
+        return links[0].target if links else None
+
+    def predecessors(self, node_id: str) -> list[str]:
+        """The nodes with a link into ``node_id``, in config order."""
+        return [link.source for link in self.graph.incoming(node_id)]
 
 
 WorkflowConfig = Annotated[AgentConfig | StructuredConfig, Field(discriminator="kind")]
@@ -204,8 +217,17 @@ def parse_config_text(text: str, source: str = "config") -> AgentConfig | Struct
     return validate_config(data, source)
 
 
-def validate_config(data: Any, source: str = "config") -> AgentConfig | StructuredConfig:
+def validate_config(
+    data: Any, source: str = "config", *, stored: bool = False
+) -> AgentConfig | StructuredConfig:
     """Validate a config object, reporting every problem with its path.
+
+    Args:
+        data: the config.
+        source: its name in messages (a file name).
+        stored: the normalised document of a published version: it passed the publish rules
+            (the graph's shape, templates) of its time, so only its shape is parsed again;
+            a rule added later must not strand the runs of an older version.
 
     Raises:
         ConfigError: code ``config_invalid``; ``details['errors']`` holds one
@@ -233,8 +255,12 @@ def validate_config(data: Any, source: str = "config") -> AgentConfig | Structur
         raise _invalid(source, errors) from None
     if errors:
         raise _invalid(source, errors)
+    if stored:
+        return config
     if isinstance(config, StructuredConfig):
-        _check_graph(config, errors)
+        errors.extend(check_graph(config.graph, [node.id for node in config.nodes]))
+        if not errors:
+            errors.extend(check_inputs(config.graph))
         _check_saves(config, errors)
     _check_templates(config, errors)
     if errors:
@@ -249,7 +275,7 @@ def _check_templates(config: AgentConfig | StructuredConfig, errors: list[dict[s
         errors.extend(template_problems(config.trigger.enrollment.key, "trigger.enrollment.key"))
     if isinstance(config, StructuredConfig):
         for index, node in enumerate(config.nodes):
-            fields = node.model_dump(mode="json", exclude={"id", "type", "name", "next", "retry", "timeout"})
+            fields = node.model_dump(mode="json", exclude=TEMPLATE_FIELDS_EXCLUDED)
             errors.extend(template_problems(fields, f"nodes[{index}]"))
     else:
         for index, tool in enumerate(config.http_tools):
@@ -273,32 +299,6 @@ def _validate_node(raw: Any, path: str, errors: list[dict[str, str]]) -> NodeSpe
     except ValidationError as exc:
         errors.extend(_pydantic_errors(exc, path))
         return None
-
-
-def _check_graph(config: StructuredConfig, errors: list[dict[str, str]]) -> None:
-    ids = [node.id for node in config.nodes]
-    seen: set[str] = set()
-    for index, node_id in enumerate(ids):
-        if node_id in seen:
-            errors.append({"path": f"nodes[{index}].id", "message": f"duplicate node id {node_id!r}"})
-        seen.add(node_id)
-    if config.start is not None and config.start not in seen:
-        errors.append({"path": "start", "message": f"no node has id {config.start!r}"})
-    for index, node in enumerate(config.nodes):
-        if node.next is not None and node.next not in seen:
-            errors.append({"path": f"nodes[{index}].next", "message": f"no node has id {node.next!r}"})
-    if errors:
-        return
-    # Without branching, a cycle can only be a path that comes back to itself.
-    cursor: str | None = config.start_id
-    visited: list[str] = []
-    while cursor is not None:
-        if cursor in visited:
-            loop = " -> ".join([*visited[visited.index(cursor) :], cursor])
-            errors.append({"path": "nodes", "message": f"the nodes form a cycle: {loop}"})
-            return
-        visited.append(cursor)
-        cursor = config.next_id(config.node(cursor))
 
 
 def _check_saves(config: StructuredConfig, errors: list[dict[str, str]]) -> None:

@@ -1,16 +1,19 @@
 """Node specs: the validated shape of each node kind, found through a registry.
 
 A structured workflow's nodes are checked one by one against the spec registered for
-their ``type``; a new node kind registers its spec here and its runner in
-``agentflow.nodes``.
+their ``type``. A spec also declares what the graph needs to know about its kind: its output
+ports, the JSON Schema of what each port carries (so ``{{ input.x }}`` can be checked at
+publish), what it expects as input, and whether it joins several incoming edges into one
+execution. A new node kind registers its spec here (``register_node_spec``) and its runner in
+``agentflow.nodes``; the engine needs no change.
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
 from agentflow.core.durations import parse_duration
 from agentflow.core.retry import RetryPolicy
@@ -18,15 +21,29 @@ from agentflow.core.state_definition import MAX_VARIABLES
 
 NODE_ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$"
 
+DURATION_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"type": "string", "description": "90s, 1h30m, 7d, 500ms or ISO 8601 (PT5M)"},
+        {"type": "number", "minimum": 0, "description": "seconds"},
+    ]
+}
+Duration = Annotated[timedelta, WithJsonSchema(DURATION_SCHEMA)]
+"""A duration field as configs write it (the validators parse it; see ``core.durations``)."""
+
+ANY: dict[str, Any] = {}
+"""The JSON Schema that any value satisfies: an output nothing is known about."""
+
 
 class NodeSpec(BaseModel):
     """Fields every node has.
 
     Attributes:
-        id: unique within the workflow; used by ``next`` and in templates (``steps.<id>``).
+        id: unique within the workflow; used by ``next``, ``edges`` and in templates
+            (``steps.<id>``).
         type: the node kind.
         name: a label for people.
-        next: the node to run after this one; by default the next node in the list.
+        next: shorthand for an edge from this node's ``result`` port to that node. Without
+            ``edges`` in the workflow, a node with neither continues to the next in the list.
         retry: overrides the workflow's retry policy for this node.
         timeout: overrides the workflow's step timeout for this node.
         save_to_state: run variables to set when the node succeeds, ``{name: template}``;
@@ -36,13 +53,33 @@ class NodeSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    title: ClassVar[str] = ""
+    """The kind's name for people (a builder's palette)."""
+    port_names: ClassVar[tuple[str, ...]] = ("result",)
+    """Output ports: ``result`` carries the node's output."""
+    joins: ClassVar[bool] = False
+    """True: one execution waits for every live incoming edge and sees their outputs by
+    predecessor id. False: the node runs once for each incoming edge that fires."""
+    input_schema: ClassVar[dict[str, Any]] = ANY
+    """JSON Schema of the ``input`` the kind can use (``ANY``: whatever comes)."""
+    result_schema: ClassVar[dict[str, Any]] = ANY
+    """JSON Schema of the output on ``result`` (``ANY``: not known before it runs)."""
+
     id: str = Field(pattern=NODE_ID_PATTERN)
     type: str
     name: str | None = None
     next: str | None = None
     retry: RetryPolicy | None = None
-    timeout: timedelta | None = None
+    timeout: Duration | None = None
     save_to_state: dict[str, Any] | None = Field(default=None, max_length=MAX_VARIABLES)
+
+    def output_ports(self) -> tuple[str, ...]:
+        """This node's output ports (a kind may derive them from its config)."""
+        return self.port_names
+
+    def output_schema(self, port: str) -> dict[str, Any]:
+        """JSON Schema of what this node sends down ``port``."""
+        return self.result_schema
 
     @field_validator("timeout", mode="before")
     @classmethod
@@ -51,11 +88,14 @@ class NodeSpec(BaseModel):
 
 
 class ToolNode(NodeSpec):
-    """Call a registered Python tool with templated arguments."""
+    """Call a registered Python tool with templated arguments; its return value is the output."""
 
+    title: ClassVar[str] = "Tool"
     type: Literal["tool"] = "tool"
-    tool: str = Field(min_length=1, max_length=200)
-    args: dict[str, Any] = Field(default_factory=dict)
+    tool: str = Field(min_length=1, max_length=200, description="A registered tool's name.")
+    args: dict[str, Any] = Field(
+        default_factory=dict, description="The tool's arguments by name (values may be templates)."
+    )
 
 
 class WaitNode(NodeSpec):
@@ -66,10 +106,27 @@ class WaitNode(NodeSpec):
     then the longest it waits. The next node sees what arrived as ``{{ inbox }}``.
     """
 
+    title: ClassVar[str] = "Wait"
+    result_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "slept": {"type": "number"},
+            "until": {"type": "string", "format": "date-time"},
+            "at_most": {"type": "number"},
+            "wake_on_event": {"type": "boolean"},
+            "woken_by": {"type": "string"},
+            "pending": {"type": "integer"},
+        },
+        "additionalProperties": False,
+    }
     type: Literal["wait"] = "wait"
-    duration: timedelta | None = None
-    until: str | None = None
-    wake_on_event: bool = False
+    duration: Duration | None = Field(default=None, description="How long to sleep.")
+    until: str | None = Field(
+        default=None, description="Or a time to sleep until: ISO 8601 with a time zone (a template)."
+    )
+    wake_on_event: bool = Field(
+        default=False, description="End the sleep when something arrives in the inbox."
+    )
 
     @field_validator("duration", mode="before")
     @classmethod
@@ -86,8 +143,10 @@ class WaitNode(NodeSpec):
 class FinishNode(NodeSpec):
     """Complete the run with ``output`` (templated)."""
 
+    title: ClassVar[str] = "Finish"
+    port_names: ClassVar[tuple[str, ...]] = ()
     type: Literal["finish"] = "finish"
-    output: Any = None
+    output: Any = Field(default=None, description="The run's output (values may be templates).")
 
 
 NODE_SPECS: dict[str, type[NodeSpec]] = {}

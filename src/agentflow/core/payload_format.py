@@ -93,3 +93,30 @@ _KINDS = {
 def describe_kind(value: Any) -> str:
     """The JSON kind of ``value`` for messages: "a string", "a number", "an object"..."""
     return _KINDS.get(type(value), type(value).__name__)
+
+
+def with_nested_keys(payload: Any) -> Any:
+    """``payload`` where each flat dotted key (``"customer.email"``) is also reachable nested
+    (``payload.customer.email`` in a template), as ``payload_format`` finds it. A nested value
+    that is already there wins; the flat key stays too. Other values are returned as they are.
+    """
+    if not isinstance(payload, dict) or not any("." in key for key in payload):
+        return payload
+    view: dict[str, Any] = dict(payload)
+    for key, value in payload.items():
+        parts = key.split(".")
+        if len(parts) < 2 or not all(parts):
+            continue
+        target = view
+        for part in parts[:-1]:
+            found = target.get(part)
+            if found is None:
+                found = target[part] = {}
+            elif not isinstance(found, dict):
+                break  # a scalar is already there: the nested path cannot exist
+            else:
+                found = target[part] = dict(found)  # copy: the payload itself stays as it came
+            target = found
+        else:
+            target.setdefault(parts[-1], value)
+    return view

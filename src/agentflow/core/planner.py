@@ -117,6 +117,24 @@ def current_node(config: StructuredConfig, state: dict[str, Any]) -> NodeSpec | 
     return config.node(node_id) if isinstance(node_id, str) else None
 
 
+def node_input(config: StructuredConfig, node: NodeSpec, run_input: Any, outputs: dict[str, Any]) -> Any:
+    """What ``{{ input }}`` is for ``node``: the output of the direct predecessor that led to
+    it (by predecessor id for a node that joins); the run's input for the first node."""
+    sources = config.predecessors(node.id)
+    if node.id == config.start_id or not sources:
+        return run_input
+    if node.joins:
+        return {source: outputs.get(source) for source in sources}
+    ran = [source for source in sources if source in outputs]
+    return outputs[ran[-1]] if ran else None
+
+
+def final_output(state: dict[str, Any], outputs: dict[str, Any]) -> Any:
+    """The output of a run that ends after its last node's wait: that node's output."""
+    after = state.get("after")
+    return outputs.get(after) if isinstance(after, str) else None
+
+
 def retry_policy(config: StructuredConfig, node: NodeSpec) -> RetryPolicy:
     """The node's policy, else the workflow's."""
     return node.retry or config.retry
@@ -133,9 +151,12 @@ def on_success(
     """Record ``node``'s output and move to the next node, a wait, or completion."""
     next_id = None if result.finish else config.next_id(node)
     new_state = {**state, "node": next_id}
-    if next_id is None:
+    waits = result.wake_after is not None or result.wake_at is not None
+    if next_id is None and not waits:
         return Transition(RunStatus.COMPLETED, new_state, "completed", output=result.output)
-    if result.wake_after is not None or result.wake_at is not None:
+    if next_id is None:
+        new_state["after"] = node.id  # the run completes with this node's output once the wait is over
+    if waits:
         return Transition(
             RunStatus.WAITING,
             new_state,

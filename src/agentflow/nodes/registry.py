@@ -2,13 +2,33 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from agentflow.core.errors import StepFailure
+from agentflow.core.graph.catalog import describe_kinds
+from agentflow.core.node_specs import NODE_SPECS
 from agentflow.nodes.base import NodeRunner
 from agentflow.nodes.finish import FinishRunner
 from agentflow.nodes.tool import ToolRunner
 from agentflow.nodes.wait import WaitRunner
 
 RUNNERS: dict[str, NodeRunner] = {r.kind: r for r in (ToolRunner(), WaitRunner(), FinishRunner())}
+
+
+def register_runner(runner: NodeRunner) -> NodeRunner:
+    """Add a node kind's runner (its spec registers with ``core.node_specs.register_node_spec``)."""
+    RUNNERS[runner.kind] = runner
+    return runner
+
+
+def runnable_kinds() -> list[str]:
+    """The node kinds this worker can both validate and run, by name."""
+    return sorted(kind for kind in NODE_SPECS if kind in RUNNERS)
+
+
+def node_kinds() -> list[dict[str, Any]]:
+    """Every kind this worker can run, described (see ``agentflow.core.graph.catalog``)."""
+    return describe_kinds({kind: NODE_SPECS[kind] for kind in runnable_kinds()})
 
 
 def runner_for(kind: str) -> NodeRunner:

@@ -44,7 +44,7 @@ class ConfigCache:
         key = (workspace_id, workflow_id, version)
         config = self._items.get(key)
         if config is None:
-            config = validate_config(document)
+            config = validate_config(document, stored=True)
             if len(self._items) >= self._size:
                 self._items.pop(next(iter(self._items)))
             self._items[key] = config

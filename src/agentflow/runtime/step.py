@@ -16,6 +16,7 @@ from agentflow.core import planner
 from agentflow.core.definitions import StructuredConfig
 from agentflow.core.errors import ErrorInfo, StepFailure
 from agentflow.core.inbox import EMPTY, Inbox
+from agentflow.core.payload_format import with_nested_keys
 from agentflow.core.planner import NodeResult, Transition
 from agentflow.core.records import RunRecord
 from agentflow.core.statuses import RunStatus
@@ -85,9 +86,10 @@ async def execute(
     """Run the current node once, with its timeout, and decide how the run moves."""
     node = planner.current_node(config, cursor.state)
     attempt = cursor.attempt + 1
-    if node is None:  # defensive: a run with nothing left completes
-        transition = Transition(RunStatus.COMPLETED, cursor.state, "completed")
-        return _outcome(transition, cursor, attempt, None, "finish", None, None, None, None, 0.0, [])
+    if node is None:  # the last node was a wait, now over (or nothing is left): complete
+        output = planner.final_output(cursor.state, cursor.outputs)
+        transition = Transition(RunStatus.COMPLETED, cursor.state, "completed", output=output)
+        return _outcome(transition, cursor, attempt, None, "finish", None, None, output, None, 0.0, [])
     ctx = StepContext(
         workspace_id=run.workspace_id,
         run_id=run.id,
@@ -101,7 +103,8 @@ async def execute(
         tools_env.tools,
         tools_env.threads,
         {
-            "payload": run.input,
+            "payload": with_nested_keys(run.input),
+            "input": planner.node_input(config, node, run.input, cursor.outputs),
             "steps": cursor.outputs,
             "state": planner.variables(cursor.state),
             "inbox": cursor.inbox.view(),

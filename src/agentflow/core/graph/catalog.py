@@ -1,0 +1,35 @@
+"""The node kinds as documents: what a builder, an editor or a person needs to use each.
+
+``GET /api/node-kinds`` and ``agentflow nodes list`` serve these, so a form or a palette can
+be generated from the backend rather than kept in step with it by hand.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from agentflow.core.node_specs import NodeSpec
+
+
+def describe_kind(spec: type[NodeSpec]) -> dict[str, Any]:
+    """One kind: its name, description, ports, whether it joins, and JSON Schemas of its
+    config, its input and its output on each port."""
+    kind = spec.model_fields["type"].default
+    doc = inspect.cleandoc(spec.__doc__ or "")
+    ports = list(spec.port_names)
+    return {
+        "kind": kind,
+        "title": spec.title or str(kind).replace("_", " ").capitalize(),
+        "description": doc,
+        "ports": ports,
+        "joins": spec.joins,
+        "config_schema": spec.model_json_schema(mode="validation"),
+        "input_schema": spec.input_schema,
+        "output_schemas": {port: spec.result_schema for port in ports},
+    }
+
+
+def describe_kinds(specs: dict[str, type[NodeSpec]]) -> list[dict[str, Any]]:
+    """Every kind in ``specs``, by name."""
+    return [describe_kind(specs[kind]) for kind in sorted(specs)]

@@ -1,0 +1,186 @@
+"""The rules a graph must pass to be published, each problem named by its config path.
+
+Checked in order: node ids, links (their ends and ports), the start, cycles, reachability,
+and what each node reads from ``input``. Later rules run only when the earlier ones pass,
+so one mistake (a misspelt id) is reported once, not again as an unreachable node.
+"""
+
+from __future__ import annotations
+
+from agentflow.core.graph.model import Graph, Link
+from agentflow.core.graph.schema_paths import can_have, keys_of
+from agentflow.core.node_specs import NodeSpec
+from agentflow.core.templating.references import Path, template_reads
+
+Problem = dict[str, str]
+
+TEMPLATE_FIELDS_EXCLUDED = {"id", "type", "name", "next", "retry", "timeout"}
+"""Node fields that are never templates; every other field may hold some."""
+
+
+def check_graph(graph: Graph, ids: list[str]) -> list[Problem]:
+    """Every structural problem of ``graph`` (``ids``: the node ids in config order)."""
+    problems = _check_ids(ids) + _check_links(graph) + _check_start(graph)
+    if problems:
+        return problems
+    problems += _check_cycles(graph)
+    if problems:
+        return problems
+    return _check_reachable(graph)
+
+
+def check_inputs(graph: Graph) -> list[Problem]:
+    """Every ``{{ input.x }}`` that no direct predecessor can produce.
+
+    A node that joins sees ``input`` by predecessor id, so ``input.<id>.x`` must exist in
+    that predecessor's output; any other node sees the output of whichever predecessor
+    fired, so the path must exist in every one of them. The first node's ``input`` is the
+    run's input, which is not known before it starts.
+    """
+    problems: list[Problem] = []
+    entry = graph.entry()
+    for node_id, node in graph.nodes.items():
+        incoming = graph.incoming(node_id)
+        if node_id == entry or not incoming:
+            continue
+        fields = node.model_dump(mode="json", exclude=TEMPLATE_FIELDS_EXCLUDED)
+        for path, read in template_reads(fields, "input", graph.paths[node_id]):
+            problem = _unproducible(graph, node, incoming, read)
+            if problem is not None:
+                problems.append({"path": path, "message": problem})
+    return problems
+
+
+def _check_ids(ids: list[str]) -> list[Problem]:
+    problems, seen = [], set()
+    for index, node_id in enumerate(ids):
+        if node_id in seen:
+            problems.append({"path": f"nodes[{index}].id", "message": f"duplicate node id {node_id!r}"})
+        seen.add(node_id)
+    return problems
+
+
+def _check_links(graph: Graph) -> list[Problem]:
+    problems: list[Problem] = []
+    taken: dict[tuple[str, str], Link] = {}
+    for link in graph.links:
+        where = link.path if link.path.endswith(".next") else f"{link.path}.from"
+        source = graph.nodes.get(link.source)
+        if source is None:
+            problems.append({"path": where, "message": f"no node has id {link.source!r}"})
+            continue
+        if link.target not in graph.nodes:
+            target_path = link.path if link.path.endswith(".next") else f"{link.path}.to"
+            problems.append({"path": target_path, "message": f"no node has id {link.target!r}"})
+            continue
+        ports = source.output_ports()
+        if link.port not in ports:
+            shown = ", ".join(ports) if ports else "none: the run ends there"
+            port_path = link.path if link.path.endswith(".next") else f"{link.path}.port"
+            message = f"node {link.source!r} ({source.type}) has no port {link.port!r}; its ports: {shown}"
+            problems.append({"path": port_path, "message": message})
+            continue
+        earlier = taken.get((link.source, link.port))
+        if earlier is not None:
+            problems.append(
+                {
+                    "path": link.path,
+                    "message": f"port {link.port!r} of {link.source!r} already leads to {earlier.target!r} "
+                    f"({earlier.path}); one port leads to one node (parallel branches are not supported yet)",
+                }
+            )
+            continue
+        taken[(link.source, link.port)] = link
+    return problems
+
+
+def _check_start(graph: Graph) -> list[Problem]:
+    if graph.start is not None:
+        if graph.start not in graph.nodes:
+            return [{"path": "start", "message": f"no node has id {graph.start!r}"}]
+        return []
+    if graph.entry() is not None:
+        return []
+    roots = graph.roots()
+    if not roots:
+        message = "every node has an incoming edge, so none can start the run; set 'start'"
+    else:
+        message = (
+            f"several nodes have no incoming edge ({', '.join(roots)}), so the start is ambiguous; "
+            "set 'start' to one of them and connect the others"
+        )
+    return [{"path": "start", "message": message}]
+
+
+def _check_cycles(graph: Graph) -> list[Problem]:
+    # Depth-first search; a link to a node still on the stack closes a cycle.
+    state: dict[str, int] = {}  # 1: on the stack, 2: done
+    problems: list[Problem] = []
+
+    def visit(node_id: str, stack: list[str]) -> None:
+        state[node_id] = 1
+        stack.append(node_id)
+        for link in graph.outgoing(node_id):
+            if state.get(link.target) == 1:
+                loop = " -> ".join([*stack[stack.index(link.target) :], link.target])
+                problems.append(
+                    {
+                        "path": link.path,
+                        "message": f"the links form a cycle: {loop} (a graph may not loop back)",
+                    }
+                )
+            elif link.target not in state:
+                visit(link.target, stack)
+        stack.pop()
+        state[node_id] = 2
+
+    for node_id in graph.nodes:
+        if node_id not in state:
+            visit(node_id, [])
+    return problems
+
+
+def _check_reachable(graph: Graph) -> list[Problem]:
+    entry = graph.entry()
+    assert entry is not None  # _check_start passed
+    reached = set(graph.reachable(entry))
+    return [
+        {
+            "path": graph.paths[node_id],
+            "message": f"node {node_id!r} cannot be reached from the start {entry!r}",
+        }
+        for node_id in graph.nodes
+        if node_id not in reached
+    ]
+
+
+def _unproducible(graph: Graph, node: NodeSpec, incoming: list[Link], read: Path) -> str | None:
+    shown = "input" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in read)
+    if node.joins:
+        if not read:
+            return None
+        by_source = {link.source: link for link in incoming}
+        head = read[0]
+        link = by_source.get(head) if isinstance(head, str) else None
+        if link is None:
+            names = ", ".join(sorted(by_source))
+            return f"{{{{ {shown} }}}}: a {node.type} node sees input by predecessor id ({names})"
+        return _missing(graph, link, read[1:], shown)
+    for link in incoming:
+        problem = _missing(graph, link, read, shown)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _missing(graph: Graph, link: Link, read: Path, shown: str) -> str | None:
+    source = graph.nodes[link.source]
+    schema = source.output_schema(link.port)
+    if can_have(schema, read):
+        return None
+    keys = keys_of(schema)
+    sends = f"it sends {', '.join(keys)}" if keys else "it sends no fields"
+    return (
+        f"{{{{ {shown} }}}}: direct predecessor {link.source!r} ({source.type}) cannot produce it "
+        f"on port {link.port!r}; {sends}"
+    )

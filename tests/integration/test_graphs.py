@@ -1,0 +1,218 @@
+"""Graphs on the real database: edges, ``{{ input }}``, old versions, new kinds, the catalog."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, ClassVar, Literal
+
+import httpx
+import jsonschema
+import pytest
+
+import tests.support.tools  # noqa: F401  (registers the tools)
+from agentflow.api.app import create_app
+from agentflow.core.definitions import content_hash
+from agentflow.core.ids import DEFAULT_WORKSPACE
+from agentflow.core.node_specs import NODE_SPECS, NodeSpec, register_node_spec
+from agentflow.core.planner import NodeResult
+from agentflow.core.step_context import StepContext
+from agentflow.engine import Engine
+from agentflow.nodes.base import BaseRunner, NodeEnv
+from agentflow.nodes.registry import RUNNERS, register_runner
+from agentflow.runtime.worker import Worker
+from agentflow.store import workflows
+from tests.support.http_server import serve
+
+
+def flow(name: str, *nodes: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"name": name, "kind": "structured", "nodes": list(nodes), **extra}
+
+
+@pytest.fixture
+async def worker(engine: Engine) -> AsyncIterator[Worker]:
+    w = engine.worker(concurrency=4)
+    task = asyncio.create_task(w.run())
+    yield w
+    w.stop()
+    await asyncio.wait_for(task, 10)
+
+
+async def test_a_graph_with_edges_runs_and_each_node_sees_its_predecessors_output(
+    engine: Engine, worker: Worker
+) -> None:
+    await engine.publish_workflow(
+        flow(
+            "edged",
+            {
+                "id": "end",
+                "type": "finish",
+                "output": {"last": "{{ input.value }}", "first": "{{ steps.double }}"},
+            },
+            {"id": "shout", "type": "tool", "tool": "echo", "args": {"value": "{{ input * 10 }}"}},
+            {
+                "id": "double",
+                "type": "tool",
+                "tool": "add",
+                "args": {"a": "{{ input.x }}", "b": "{{ input.x }}"},
+            },
+            edges=[{"from": "double", "to": "shout"}, {"from": "shout", "port": "result", "to": "end"}],
+        )
+    )
+    run = await engine.start_run("edged", {"x": 4})
+    done = await engine.wait_for_run(run.id, timeout=15)
+    assert done.status == "completed", done.error
+    assert done.output == {"last": 80, "first": 8}
+    steps = await engine.list_steps(run.id)
+    assert [s.node_id for s in steps] == ["double", "shout", "end"]
+
+
+async def test_a_wait_that_is_the_last_node_waits_before_the_run_completes(
+    engine: Engine, worker: Worker
+) -> None:
+    await engine.publish_workflow(
+        flow(
+            "trailing-wait",
+            {"id": "hello", "type": "tool", "tool": "echo", "args": {"value": 1}},
+            {"id": "nap", "type": "wait", "duration": "1s"},
+        )
+    )
+    run = await engine.start_run("trailing-wait")
+    await asyncio.sleep(0.4)
+    mid = await engine.get_run(run.id)
+    assert mid.status == "waiting", "a wait at the end must wait, not complete the run at once"
+    done = await engine.wait_for_run(run.id, timeout=15)
+    assert done.status == "completed"
+    assert done.output == {"slept": 1.0}
+    steps = await engine.list_steps(run.id)
+    assert [s.node_id for s in steps][:2] == ["hello", "nap"]
+    assert (done.completed_at - steps[1].finished_at).total_seconds() >= 1.0  # type: ignore[operator]
+
+
+async def test_a_flat_dotted_payload_key_resolves_nested_in_templates(engine: Engine, worker: Worker) -> None:
+    await engine.publish_workflow(
+        flow(
+            "dotted",
+            {"id": "end", "type": "finish", "output": "{{ payload.customer.email }}"},
+            payload_format={"customer.email": "string"},
+        )
+    )
+    run = await engine.start_run("dotted", {"customer.email": "ann@example.com"})
+    done = await engine.wait_for_run(run.id, timeout=15)
+    assert done.status == "completed", done.error
+    assert done.output == "ann@example.com"
+
+
+async def test_a_version_stored_before_graphs_still_runs(engine: Engine, worker: Worker) -> None:
+    # The document exactly as the engine stored it before edges existed, with a node that
+    # today's publish rules refuse (it cannot be reached): its runs must still load and run.
+    document = {
+        "name": "old-style",
+        "retry": {"max_attempts": 3, "initial_delay": "PT1S", "backoff_factor": 2.0, "max_delay": "PT5M", "jitter": 0.2},
+        "timeout": "PT5M",
+        "kind": "structured",
+        "nodes": [
+            {"id": "a", "type": "tool", "tool": "add", "args": {"a": "{{ payload.x }}", "b": 1}, "next": "c"},
+            {"id": "b", "type": "tool", "tool": "echo", "args": {"value": "never"}},
+            {"id": "c", "type": "finish", "output": {"sum": "{{ steps.a }}"}},
+        ],
+    }  # fmt: skip
+    await workflows.publish(
+        engine.db.pool, DEFAULT_WORKSPACE, name="old-style", kind="structured", document=document,
+        digest=content_hash(document), draft=None, enabled=None,
+    )  # fmt: skip
+    run = await engine.start_run("old-style", {"x": 2})
+    done = await engine.wait_for_run(run.id, timeout=15)
+    assert done.status == "completed", done.error
+    assert done.output == {"sum": 3}
+    assert [s.node_id for s in await engine.list_steps(run.id)] == ["a", "c"]
+
+
+class Shout(NodeSpec):
+    """Upper-case ``text`` (a test-only kind, registered from outside the engine)."""
+
+    title: ClassVar[str] = "Shout"
+    result_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {"loud": {"type": "string"}},
+        "additionalProperties": False,
+    }
+    type: Literal["shout"] = "shout"
+    text: str
+
+
+class ShoutRunner(BaseRunner):
+    kind = "shout"
+
+    async def run(self, node: NodeSpec, ctx: StepContext, env: NodeEnv) -> tuple[Any, NodeResult]:
+        assert isinstance(node, Shout)
+        text = await env.render(node.text, node.id, "text")
+        return {"text": text}, NodeResult(output={"loud": str(text).upper()})
+
+
+@pytest.fixture
+def shout_kind() -> Iterator[None]:
+    register_node_spec(Shout)
+    register_runner(ShoutRunner())
+    yield
+    del NODE_SPECS["shout"], RUNNERS["shout"]
+
+
+async def test_a_new_kind_registers_and_runs_without_touching_the_engine(
+    engine: Engine, worker: Worker, shout_kind: None
+) -> None:
+    await engine.publish_workflow(
+        flow(
+            "shouting",
+            {"id": "s", "type": "shout", "text": "hi {{ payload.name }}"},
+            {"id": "end", "type": "finish", "output": "{{ input.loud }}!"},
+        )
+    )
+    run = await engine.start_run("shouting", {"name": "ann"})
+    done = await engine.wait_for_run(run.id, timeout=15)
+    assert done.status == "completed", done.error
+    assert done.output == "HI ANN!"
+    with pytest.raises(Exception, match=r"input.quiet"):
+        await engine.publish_workflow(
+            flow(
+                "shouting-2",
+                {"id": "s", "type": "shout", "text": "x"},
+                {"id": "e", "type": "finish", "output": "{{ input.quiet }}"},
+            )
+        )
+
+
+async def test_node_kinds_are_listed_with_schemas_a_builder_can_use(engine: Engine, shout_kind: None) -> None:
+    async with serve(create_app(engine)) as base, httpx.AsyncClient(base_url=base) as client:
+        listed = await client.get("/api/node-kinds")
+    assert listed.status_code == 200, listed.text
+    kinds = {k["kind"]: k for k in listed.json()["node_kinds"]}
+    assert {"tool", "wait", "finish", "shout"} <= set(kinds)
+    assert kinds["finish"]["ports"] == [] and kinds["tool"]["ports"] == ["result"]
+    assert kinds["shout"]["output_schemas"]["result"]["properties"] == {"loud": {"type": "string"}}
+    assert kinds["wait"]["joins"] is False
+    # The config schemas accept real nodes and refuse broken ones, as publishing does.
+    good = {
+        "tool": {
+            "id": "t",
+            "type": "tool",
+            "tool": "echo",
+            "args": {"value": "{{ input }}"},
+            "timeout": "30s",
+        },
+        "wait": {"id": "w", "type": "wait", "duration": 90, "wake_on_event": True},
+        "finish": {"id": "f", "type": "finish", "output": {"a": 1}, "retry": {"max_attempts": 2}},
+        "shout": {"id": "s", "type": "shout", "text": "x"},
+    }
+    for kind, node in good.items():
+        jsonschema.validate(node, kinds[kind]["config_schema"])
+    bad = [
+        ("tool", {"id": "t", "type": "tool"}),  # no tool
+        ("tool", {"id": "t", "type": "tool", "tool": "x", "colour": "red"}),
+        ("wait", {"id": "w", "type": "wait", "duration": True}),
+        ("finish", {"id": "1 bad id", "type": "finish"}),
+        ("shout", {"id": "s", "type": "tool", "text": "x"}),
+    ]
+    for kind, node in bad:
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(node, kinds[kind]["config_schema"])
