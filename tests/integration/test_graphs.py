@@ -188,7 +188,7 @@ async def test_node_kinds_are_listed_with_schemas_a_builder_can_use(engine: Engi
     assert listed.status_code == 200, listed.text
     kinds = {k["kind"]: k for k in listed.json()["node_kinds"]}
     assert {"tool", "wait", "finish", "shout"} <= set(kinds)
-    assert kinds["finish"]["ports"] == [] and kinds["tool"]["ports"] == ["result"]
+    assert kinds["finish"]["ports"] == [] and kinds["tool"]["ports"] == ["result", "error"]
     assert kinds["shout"]["output_schemas"]["result"]["properties"] == {"loud": {"type": "string"}}
     assert kinds["wait"]["joins"] is False
     # The config schemas accept real nodes and refuse broken ones, as publishing does.
@@ -216,3 +216,103 @@ async def test_node_kinds_are_listed_with_schemas_a_builder_can_use(engine: Engi
     for kind, node in bad:
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(node, kinds[kind]["config_schema"])
+
+
+ROUTED = flow(
+    "routed",
+    {
+        "id": "route",
+        "type": "condition",
+        "branches": [
+            {"port": "big", "when": {"path": "input.total", "op": "gte", "value": 1000}},
+            {"port": "vip", "when": [{"path": "payload.tier", "op": "equals", "value": "gold"}]},
+        ],
+    },
+    {"id": "big_order", "type": "tool", "tool": "echo", "args": {"value": "big {{ input.total }}"}},
+    {"id": "vip_order", "type": "tool", "tool": "echo", "args": {"value": "vip {{ input.total }}"}},
+    {"id": "small_order", "type": "tool", "tool": "echo", "args": {"value": "small {{ input.total }}"}},
+    edges=[
+        {"from": "route", "port": "big", "to": "big_order"},
+        {"from": "route", "port": "vip", "to": "vip_order"},
+        {"from": "route", "port": "default", "to": "small_order"},
+    ],
+)
+
+
+@pytest.mark.parametrize(
+    ("payload", "ran", "said"),
+    [
+        ({"total": 5000, "tier": "gold"}, "big_order", "big 5000"),  # the first branch that holds wins
+        ({"total": 50, "tier": "gold"}, "vip_order", "vip 50"),
+        ({"total": 50}, "small_order", "small 50"),
+    ],
+)
+async def test_a_condition_fires_only_the_chosen_port(
+    engine: Engine, worker: Worker, payload: dict[str, Any], ran: str, said: str
+) -> None:
+    await engine.publish_workflow(ROUTED)
+    run = await engine.start_run("routed", payload)
+    done = await engine.wait_for_run(run.id, timeout=15)
+    assert done.status == "completed", done.error
+    assert done.output == {"value": said}
+    steps = await engine.list_steps(run.id)
+    assert [s.node_id for s in steps] == ["route", ran]
+    assert steps[0].output == payload  # a condition passes its input on
+    assert steps[0].input["chosen"] == ran.split("_")[0].replace("small", "default")  # type: ignore[index]
+
+
+async def test_a_failure_down_the_error_port_is_handled_and_survives_a_new_claim(
+    engine: Engine, worker: Worker
+) -> None:
+    await engine.publish_workflow(
+        flow(
+            "handled",
+            {
+                "id": "call",
+                "type": "tool",
+                "tool": "always_fails",
+                "args": {"code": "upstream_down"},
+                "retry": {"max_attempts": 2, "initial_delay": "50ms"},
+            },
+            {"id": "fallback", "type": "tool", "tool": "echo", "args": {"value": "{{ input.code }}"}},
+            # The wait sends the run away; the worker that takes it again reads the handled
+            # failure's error back from the step rows.
+            {"id": "nap", "type": "wait", "duration": "300ms"},
+            {
+                "id": "done",
+                "type": "finish",
+                "output": {"why": "{{ steps.call.code }}", "did": "{{ steps.fallback.value }}"},
+            },
+            {"id": "happy", "type": "finish", "output": "no"},
+            edges=[
+                {"from": "call", "to": "happy"},
+                {"from": "call", "port": "error", "to": "fallback"},
+                {"from": "fallback", "to": "nap"},
+                {"from": "nap", "to": "done"},
+            ],
+        )
+    )
+    run = await engine.start_run("handled")
+    done = await engine.wait_for_run(run.id, timeout=15)
+    assert done.status == "completed", done.error
+    assert done.output == {"why": "upstream_down", "did": "upstream_down"}
+    assert done.error is None and done.fencing_token >= 2, "the run was claimed again after its wait"
+    steps = await engine.list_steps(run.id)
+    assert [(s.node_id, s.status, s.attempt) for s in steps][:3] == [
+        ("call", "failed", 1),
+        ("call", "failed", 2),
+        ("fallback", "completed", 1),
+    ]
+    assert steps[1].error["code"] == "upstream_down" and steps[1].output["code"] == "upstream_down"  # type: ignore[index]
+    assert steps[0].output is None, "only the attempt that was handed on carries the error as output"
+
+
+async def test_without_an_error_edge_the_run_fails_as_before(engine: Engine, worker: Worker) -> None:
+    await engine.publish_workflow(
+        flow(
+            "unhandled", {"id": "call", "type": "tool", "tool": "always_fails", "args": {"retryable": False}}
+        )
+    )
+    run = await engine.start_run("unhandled")
+    done = await engine.wait_for_run(run.id, timeout=15)
+    assert done.status == "failed" and done.error is not None and done.error["code"] == "upstream_down"

@@ -79,7 +79,10 @@ def test_edges_are_stored_with_from_and_their_port() -> None:
 def test_unknown_node_kind_is_named_with_the_known_ones() -> None:
     errors = errors_of(graph(tool("a"), {"id": "b", "type": "teleport"}))
     assert errors == [
-        {"path": "nodes[1].type", "message": "unknown node type 'teleport'; known: finish, tool, wait"}
+        {
+            "path": "nodes[1].type",
+            "message": "unknown node type 'teleport'; known: condition, finish, tool, wait",
+        }
     ]
 
 
@@ -93,7 +96,7 @@ def test_bad_config_of_a_node_is_named_by_its_path() -> None:
 def test_an_edge_from_a_port_the_kind_does_not_have() -> None:
     errors = errors_of(graph(tool("a"), finish("b"), edges=[{"from": "a", "port": "true", "to": "b"}]))
     assert errors == [
-        {"path": "edges[0].port", "message": "node 'a' (tool) has no port 'true'; its ports: result"}
+        {"path": "edges[0].port", "message": "node 'a' (tool) has no port 'true'; its ports: result, error"}
     ]
 
 
@@ -287,3 +290,78 @@ def test_a_stored_version_is_parsed_without_the_publish_rules() -> None:
     assert errors_of(document)
     config = validate_config(document, stored=True)
     assert isinstance(config, StructuredConfig) and config.next_id(config.node("a")) == "c"
+
+
+def condition(node_id: str, *ports: str, when: Any = None) -> dict[str, Any]:
+    rule = when if when is not None else {"path": "input.n", "op": "gt", "value": 1}
+    return {"id": node_id, "type": "condition", "branches": [{"port": p, "when": rule} for p in ports]}
+
+
+def test_a_condition_has_a_port_per_branch_and_default() -> None:
+    config = validate_config(
+        graph(
+            condition("route", "high", "low"), finish("a"), finish("b"), finish("c"),
+            edges=[
+                {"from": "route", "port": "high", "to": "a"},
+                {"from": "route", "port": "low", "to": "b"},
+                {"from": "route", "port": "default", "to": "c"},
+            ],
+        )
+    )  # fmt: skip
+    assert isinstance(config, StructuredConfig)
+    assert config.node("route").output_ports() == ("high", "low", "default")
+    assert [config.next_id(config.node("route"), p) for p in ("high", "low", "default")] == ["a", "b", "c"]
+    assert config.next_id(config.node("route")) is None  # no result port: nothing follows in list order
+
+
+def test_a_condition_port_must_be_one_of_its_branches() -> None:
+    errors = errors_of(
+        graph(condition("route", "high"), finish("a"), edges=[{"from": "route", "port": "result", "to": "a"}])
+    )
+    assert errors == [
+        {
+            "path": "edges[0].port",
+            "message": "node 'route' (condition) has no port 'result'; its ports: high, default",
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    ("node", "path", "message"),
+    [
+        (condition("r", "default"), "nodes[0].branches[0].port", "'default' is a reserved port name"),
+        (condition("r", "x", "x"), "nodes[0]", "branch port(s) ['x'] are used more than once"),
+        (
+            condition("r", "x", when={"path": "input.n", "op": "bigger", "value": 1}),
+            "nodes[0].branches[0].when",
+            "when.op",
+        ),
+        (condition("r", "x", when={"path": "input.n", "op": "gt"}), "nodes[0].branches[0].when", "when"),
+        ({"id": "r", "type": "condition", "branches": []}, "nodes[0].branches", "at least 1 item"),
+    ],
+)
+def test_condition_config_errors(node: dict[str, Any], path: str, message: str) -> None:
+    errors = errors_of(graph(node))
+    assert errors[0]["path"] == path and message in errors[0]["message"], errors
+
+
+def test_an_error_edge_is_allowed_from_kinds_that_can_fail() -> None:
+    config = validate_config(
+        graph(tool("a"), finish("ok"), finish("bad", output="{{ input.code }}: {{ input.message }}"),
+              edges=[{"from": "a", "to": "ok"}, {"from": "a", "port": "error", "to": "bad"}])
+    )  # fmt: skip
+    assert isinstance(config, StructuredConfig) and config.next_id(config.node("a"), "error") == "bad"
+    errors = errors_of(
+        graph(
+            tool("a"),
+            finish("bad", output="{{ input.status_code }}"),
+            edges=[{"from": "a", "port": "error", "to": "bad"}],
+        )
+    )
+    assert errors == [
+        {
+            "path": "nodes[1].output",
+            "message": "{{ input.status_code }}: direct predecessor 'a' (tool) cannot produce it on port 'error'; "
+            "it sends code, message, details, solution",
+        }
+    ]

@@ -21,6 +21,9 @@ class NodeKind(BaseModel):
     title: str = Field(examples=["Tool"])
     description: str
     ports: list[str] = Field(description="Output ports an edge may leave by (`from`, `port`).")
+    config_ports: str | None = Field(
+        description="Where a node's config names further ports (`branches[].port`), else null."
+    )
     joins: bool = Field(
         description="True: one execution waits for every live incoming edge and sees `input` by "
         "predecessor id. False: the node runs once for each incoming edge that fires."

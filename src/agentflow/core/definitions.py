@@ -20,6 +20,8 @@ from pydantic import (
     model_validator,
 )
 
+import agentflow.core.graph.branching
+import agentflow.core.graph.data_nodes  # noqa: F401  (registers mapping, filter, sort)
 from agentflow.core import safe_yaml
 from agentflow.core.agent_config import TOOL_NAME_PATTERN, Action, Budget, ContextLimits, HttpTool, Impact
 from agentflow.core.durations import parse_duration

@@ -33,6 +33,20 @@ Duration = Annotated[timedelta, WithJsonSchema(DURATION_SCHEMA)]
 ANY: dict[str, Any] = {}
 """The JSON Schema that any value satisfies: an output nothing is known about."""
 
+ERROR_PORT = "error"
+ERROR_OUTPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "code": {"type": "string"},
+        "message": {"type": "string"},
+        "details": {"type": "object"},
+        "solution": {"type": "string"},
+    },
+    "required": ["code", "message"],
+    "additionalProperties": False,
+}
+"""What a node sends down its ``error`` port when it failed for good: its last error."""
+
 
 class NodeSpec(BaseModel):
     """Fields every node has.
@@ -55,8 +69,12 @@ class NodeSpec(BaseModel):
 
     title: ClassVar[str] = ""
     """The kind's name for people (a builder's palette)."""
-    port_names: ClassVar[tuple[str, ...]] = ("result",)
-    """Output ports: ``result`` carries the node's output."""
+    port_names: ClassVar[tuple[str, ...]] = ("result", ERROR_PORT)
+    """Output ports: ``result`` carries the node's output; ``error``, when an edge leaves it,
+    takes the node's last error after its attempts are spent (a handled failure) instead of
+    failing the run."""
+    config_ports: ClassVar[str | None] = None
+    """Where the config names more ports, for a builder (``branches[].port``), else None."""
     joins: ClassVar[bool] = False
     """True: one execution waits for every live incoming edge and sees their outputs by
     predecessor id. False: the node runs once for each incoming edge that fires."""
@@ -79,7 +97,7 @@ class NodeSpec(BaseModel):
 
     def output_schema(self, port: str) -> dict[str, Any]:
         """JSON Schema of what this node sends down ``port``."""
-        return self.result_schema
+        return ERROR_OUTPUT if port == ERROR_PORT else self.result_schema
 
     @field_validator("timeout", mode="before")
     @classmethod

@@ -18,7 +18,7 @@ from agentflow.core.agent_state import AgentState
 from agentflow.core.definitions import AgentConfig, StructuredConfig
 from agentflow.core.errors import ErrorInfo
 from agentflow.core.inbox import AWAITING_EVENT
-from agentflow.core.node_specs import NodeSpec
+from agentflow.core.node_specs import ERROR_PORT, NodeSpec
 from agentflow.core.retry import RetryPolicy
 from agentflow.core.state_definition import initial_variables, saved_variables
 from agentflow.core.statuses import RunStatus
@@ -37,6 +37,7 @@ class NodeResult:
         wake_on_event: end the sleep early when something arrives in the run's inbox.
         passes_inbox: the step did not use ``inbox``: its checkpoint leaves the rows for the
             next step instead of consuming them (a wait hands on what arrived).
+        port: the output port whose edges fire (a condition's chosen branch).
     """
 
     output: Any = None
@@ -45,6 +46,7 @@ class NodeResult:
     finish: bool = False
     wake_on_event: bool = False
     passes_inbox: bool = False
+    port: str = "result"
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,8 @@ class Transition:
         reason: why the run waits, fails or is suspended.
         output: the run's output when it completes.
         error: the run's error when it fails.
+        handled: the step failed for good but the run goes on down the node's ``error`` port,
+            with ``step_output`` (the error) as the failed step's output.
     """
 
     status: RunStatus
@@ -70,11 +74,14 @@ class Transition:
     output: Any = None
     error: ErrorInfo | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    handled: bool = False
+    step_output: Any = None
 
     @property
     def advances(self) -> bool:
-        """True when the step is checkpointed as completed (the run moves to its next step)."""
-        return self.step_status == "completed"
+        """True when the run moves to its next step: the step completed, or its failure was
+        handled down an ``error`` port."""
+        return self.step_status == "completed" or self.handled
 
 
 def initial_state(
@@ -149,7 +156,7 @@ def on_success(
     config: StructuredConfig, state: dict[str, Any], node: NodeSpec, result: NodeResult
 ) -> Transition:
     """Record ``node``'s output and move to the next node, a wait, or completion."""
-    next_id = None if result.finish else config.next_id(node)
+    next_id = None if result.finish else config.next_id(node, result.port)
     new_state = {**state, "node": next_id}
     waits = result.wake_after is not None or result.wake_at is not None
     if next_id is None and not waits:
@@ -166,6 +173,19 @@ def on_success(
             reason=AWAITING_EVENT if result.wake_on_event else "timer",
         )
     return Transition(RunStatus.IN_PROGRESS, new_state, "completed")
+
+
+def on_handled_failure(
+    config: StructuredConfig, state: dict[str, Any], node: NodeSpec, error: ErrorInfo
+) -> Transition | None:
+    """When ``node`` failed for good and an edge leaves its ``error`` port: go on there, with
+    the error as the failed step's output. None when the node does not handle failures."""
+    target = config.next_id(node, ERROR_PORT)
+    if target is None:
+        return None
+    return Transition(
+        RunStatus.IN_PROGRESS, {**state, "node": target}, "failed", handled=True, step_output=error.to_json()
+    )
 
 
 def on_failure(

@@ -8,11 +8,24 @@ from agentflow.core.errors import StepFailure
 from agentflow.core.graph.catalog import describe_kinds
 from agentflow.core.node_specs import NODE_SPECS
 from agentflow.nodes.base import NodeRunner
+from agentflow.nodes.condition import ConditionRunner
+from agentflow.nodes.data import FilterRunner, MappingRunner, SortRunner
 from agentflow.nodes.finish import FinishRunner
 from agentflow.nodes.tool import ToolRunner
 from agentflow.nodes.wait import WaitRunner
 
-RUNNERS: dict[str, NodeRunner] = {r.kind: r for r in (ToolRunner(), WaitRunner(), FinishRunner())}
+RUNNERS: dict[str, NodeRunner] = {
+    r.kind: r
+    for r in (
+        ToolRunner(),
+        WaitRunner(),
+        FinishRunner(),
+        ConditionRunner(),
+        MappingRunner(),
+        FilterRunner(),
+        SortRunner(),
+    )
+}
 
 
 def register_runner(runner: NodeRunner) -> NodeRunner:

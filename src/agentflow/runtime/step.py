@@ -160,7 +160,7 @@ async def execute(
         transition, error, tasks = _failed(config, node, cursor, info, True)
         result = NodeResult()
     duration = time.monotonic() - started
-    output = result.output if transition.advances else None
+    output = transition.step_output if transition.handled else result.output if transition.advances else None
     outcome = _outcome(
         transition,
         cursor,
@@ -174,7 +174,9 @@ async def execute(
         duration,
         tasks,
     )
-    return _with_inbox(outcome, cursor.inbox, consumes=transition.advances and not result.passes_inbox)
+    return _with_inbox(
+        outcome, cursor.inbox, consumes=transition.step_status == "completed" and not result.passes_inbox
+    )
 
 
 def _with_inbox(outcome: StepOutcome, inbox: Inbox, *, consumes: bool) -> StepOutcome:
@@ -189,6 +191,10 @@ def _failed(
 ) -> tuple[Transition, ErrorInfo, list[dict[str, Any]]]:
     policy = planner.retry_policy(config, node)
     transition = planner.on_failure(policy, cursor.state, cursor.attempt + 1, info, retryable, _rand.random)
+    if transition.status is RunStatus.FAILED and transition.error is not None:
+        handled = planner.on_handled_failure(config, cursor.state, node, transition.error)
+        if handled is not None:
+            return handled, transition.error, []
     return transition, info, []
 
 

@@ -49,10 +49,11 @@ async def list_steps(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID) -> li
 
 
 async def step_outputs(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID) -> dict[str, Any]:
-    """Outputs of a run's completed steps by node id (the latest when a node ran twice)."""
+    """Outputs of a run's completed steps by node id (the latest when a node ran twice); a
+    failure handled down an ``error`` port has its error as its output."""
     rows = await pool.fetch(
         "SELECT node_id, output FROM run_steps WHERE workspace_id = $1 AND run_id = $2"
-        " AND status = 'completed' AND node_id IS NOT NULL ORDER BY seq",
+        " AND (status = 'completed' OR output IS NOT NULL) AND node_id IS NOT NULL ORDER BY seq, attempt",
         workspace_id,
         run_id,
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from agentflow.core.node_specs import NodeSpec
+from agentflow.core.node_specs import ERROR_OUTPUT, ERROR_PORT, NodeSpec
 
 
 def describe_kind(spec: type[NodeSpec]) -> dict[str, Any]:
@@ -23,11 +23,16 @@ def describe_kind(spec: type[NodeSpec]) -> dict[str, Any]:
         "title": spec.title or str(kind).replace("_", " ").capitalize(),
         "description": doc,
         "ports": ports,
+        "config_ports": spec.config_ports,
         "joins": spec.joins,
         "config_schema": spec.model_json_schema(mode="validation"),
         "input_schema": spec.input_schema,
-        "output_schemas": {port: spec.result_schema for port in ports},
+        "output_schemas": {port: _schema_of(spec, port) for port in ports},
     }
+
+
+def _schema_of(spec: type[NodeSpec], port: str) -> dict[str, Any]:
+    return ERROR_OUTPUT if port == ERROR_PORT else spec.result_schema
 
 
 def describe_kinds(specs: dict[str, type[NodeSpec]]) -> list[dict[str, Any]]:

@@ -1,0 +1,132 @@
+"""Data nodes: shape what flows between nodes without a tool (seed 001's data nodes,
+seed 002's ``mapping``).
+
+- ``mapping``: an object built from templates, or a JMESPath expression's result;
+- ``filter``: the items of a list for which a condition holds;
+- ``sort``: a list ordered by a field of its items.
+
+A ``mapping`` with ``output`` declares the keys it sends, so ``{{ input.x }}`` after it is
+checked at publish.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+import jmespath
+from jmespath.exceptions import JMESPathError
+from pydantic import Field, PrivateAttr, field_validator, model_validator
+
+from agentflow.core import conditions
+from agentflow.core.json_paths import parse_path
+from agentflow.core.node_specs import ANY, ERROR_OUTPUT, ERROR_PORT, NodeSpec, register_node_spec
+
+MAX_EXPRESSION = 2_000
+LIST_SCHEMA: dict[str, Any] = {"type": "array"}
+
+
+class MappingNode(NodeSpec):
+    """Build the output from templates (``output``) or a JMESPath ``expression`` over
+    ``{input, payload, steps, state}``."""
+
+    title: ClassVar[str] = "Mapping"
+    type: Literal["mapping"] = "mapping"
+    output: dict[str, Any] | None = Field(
+        default=None, description="The output object; its values may be templates."
+    )
+    expression: str | None = Field(
+        default=None,
+        max_length=MAX_EXPRESSION,
+        description="Or a JMESPath expression over {input, payload, steps, state}.",
+    )
+    _compiled: Any = PrivateAttr(default=None)
+
+    @field_validator("expression")
+    @classmethod
+    def _expression(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                jmespath.compile(value)
+            except JMESPathError as exc:
+                raise ValueError(f"not a JMESPath expression: {exc}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _one_of(self) -> MappingNode:
+        if (self.output is None) == (self.expression is None):
+            raise ValueError("a mapping node needs exactly one of 'output' or 'expression'")
+        return self
+
+    def search(self, document: dict[str, Any]) -> Any:
+        """The expression's result over ``document``."""
+        if self._compiled is None:
+            self._compiled = jmespath.compile(self.expression or "@")
+        return self._compiled.search(document)
+
+    def output_schema(self, port: str) -> dict[str, Any]:
+        """With ``output``: an object with exactly its keys (nested objects likewise)."""
+        if port == ERROR_PORT:
+            return ERROR_OUTPUT
+        return _shape(self.output) if self.output is not None else ANY
+
+
+def _shape(value: Any) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return {
+            "type": "object",
+            "properties": {key: _shape(item) for key, item in value.items()},
+            "additionalProperties": False,
+        }
+    return ANY  # a template, or a literal a template may stand for
+
+
+class FilterNode(NodeSpec):
+    """Keep the items of a list for which ``where`` holds (the condition language, with each
+    item as ``item``: ``{path: item.status, op: equals, value: open}``)."""
+
+    title: ClassVar[str] = "Filter"
+    result_schema: ClassVar[dict[str, Any]] = LIST_SCHEMA
+    type: Literal["filter"] = "filter"
+    items: str = Field(default="{{ input }}", max_length=10_000, description="A template giving the list.")
+    where: Any = Field(description="A condition over item, input, payload, steps and state.")
+    _condition: conditions.Condition | None = PrivateAttr(default=None)
+
+    @field_validator("where")
+    @classmethod
+    def _where(cls, value: Any) -> Any:
+        _parsed, errors = conditions.check_conditions(value, "where")
+        if errors:
+            raise ValueError("; ".join(f"{e['path']}: {e['message']}" for e in errors))
+        return value
+
+    @property
+    def condition(self) -> conditions.Condition:
+        """The parsed ``where`` (parsed once)."""
+        if self._condition is None:
+            self._condition = conditions.parse_conditions(self.where, "where")
+        return self._condition
+
+
+class SortNode(NodeSpec):
+    """Order a list by a field of its items (``by``), or by the items themselves; items
+    without the field go last."""
+
+    title: ClassVar[str] = "Sort"
+    result_schema: ClassVar[dict[str, Any]] = LIST_SCHEMA
+    type: Literal["sort"] = "sort"
+    items: str = Field(default="{{ input }}", max_length=10_000, description="A template giving the list.")
+    by: str | None = Field(
+        default=None, max_length=500, description="A path in each item, e.g. customer.name."
+    )
+    order: Literal["asc", "desc"] = "asc"
+
+    @field_validator("by")
+    @classmethod
+    def _by(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_path(value)  # raises ValueError with the reason
+        return value
+
+
+for _spec in (MappingNode, FilterNode, SortNode):
+    register_node_spec(_spec)

@@ -1,0 +1,120 @@
+"""The data nodes' runners: ``mapping``, ``filter`` and ``sort`` (specs in
+``agentflow.core.graph.data_nodes``). Pure work on the run's data; nothing leaves the worker."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from jmespath.exceptions import JMESPathError
+
+from agentflow.core import conditions
+from agentflow.core.condition_ops import ABSENT
+from agentflow.core.errors import StepFailure
+from agentflow.core.graph.data_nodes import FilterNode, MappingNode, SortNode
+from agentflow.core.json_paths import resolve
+from agentflow.core.node_specs import NodeSpec
+from agentflow.core.planner import NodeResult
+from agentflow.core.step_context import StepContext
+from agentflow.nodes.base import BaseRunner, NodeEnv
+
+_SEEN = ("input", "payload", "steps", "state")
+
+
+def _document(env: NodeEnv) -> dict[str, Any]:
+    return {name: env.template_context.get(name) for name in _SEEN}
+
+
+async def _items(node: FilterNode | SortNode, env: NodeEnv) -> list[Any]:
+    items = await env.render(node.items, node.id, "items")
+    if not isinstance(items, list):
+        raise StepFailure(
+            "input_not_a_list",
+            f"node {node.id!r} field items must give a list, not {type(items).__name__}",
+            retryable=False,
+            details={"node": node.id, "field": "items", "got": type(items).__name__},
+            solution="Point 'items' at a list, e.g. '{{ input.rows }}'.",
+        )
+    return items
+
+
+class MappingRunner(BaseRunner):
+    """Render ``output``, or search ``expression``."""
+
+    kind = "mapping"
+
+    async def run(self, node: NodeSpec, ctx: StepContext, env: NodeEnv) -> tuple[Any, NodeResult]:
+        """The built object is the output."""
+        assert isinstance(node, MappingNode)
+        if node.output is not None:
+            return None, NodeResult(output=await env.render(node.output, node.id, "output"))
+        try:
+            found = node.search(_document(env))
+        except JMESPathError as exc:  # a type error in a function call, found on this data
+            raise StepFailure(
+                "mapping_failed",
+                f"node {node.id!r} expression failed on this input: {exc}",
+                retryable=False,
+                details={"node": node.id, "field": "expression"},
+                solution="Check the expression against the data the node receives.",
+            ) from None
+        return {"expression": node.expression}, NodeResult(output=found)
+
+
+class FilterRunner(BaseRunner):
+    """Test ``where`` on each item."""
+
+    kind = "filter"
+
+    async def run(self, node: NodeSpec, ctx: StepContext, env: NodeEnv) -> tuple[Any, NodeResult]:
+        """The items that pass, in their order."""
+        assert isinstance(node, FilterNode)
+        items = await _items(node, env)
+        document = _document(env)
+        now = datetime.now(UTC)  # only for older_than / newer_than rules
+        kept = [
+            item for item in items if conditions.evaluate(node.condition, {**document, "item": item}, now=now)
+        ]
+        return {"items": len(items), "kept": len(kept)}, NodeResult(output=kept)
+
+
+class SortRunner(BaseRunner):
+    """Order the items by ``by``."""
+
+    kind = "sort"
+
+    async def run(self, node: NodeSpec, ctx: StepContext, env: NodeEnv) -> tuple[Any, NodeResult]:
+        """The sorted list; items without the field last, in their order."""
+        assert isinstance(node, SortNode)
+        items = await _items(node, env)
+        keyed = [
+            (resolve(item, node.by) if node.by else item, index, item) for index, item in enumerate(items)
+        ]
+        present = [entry for entry in keyed if entry[0] is not ABSENT and entry[0] is not None]
+        missing = [entry[2] for entry in keyed if entry[0] is ABSENT or entry[0] is None]
+        kinds = {_kind(entry[0]) for entry in present}
+        if len(kinds) > 1 or not kinds <= {"boolean", "number", "string"}:
+            raise StepFailure(
+                "sort_incomparable",
+                f"node {node.id!r} cannot order {' and '.join(sorted(kinds))} values"
+                + (f" (field {node.by})" if node.by else ""),
+                retryable=False,
+                details={"node": node.id, "kinds": sorted(kinds)},
+                solution="Sort by a field that holds one type in every item.",
+            )
+        ordered = sorted(present, key=lambda entry: entry[0], reverse=node.order == "desc")
+        return {"by": node.by, "order": node.order}, NodeResult(
+            output=[entry[2] for entry in ordered] + missing
+        )
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return (
+        "object" if isinstance(value, dict) else "list" if isinstance(value, list) else type(value).__name__
+    )
