@@ -95,3 +95,14 @@ async def test_slack_without_a_webhook_url_fails_for_good(engine: Engine, notifi
     await notifier.deliver_due()
     after = await state(engine, note)
     assert after["status"] == "failed" and after["last_error"]["code"] == "slack_not_configured"
+
+
+async def test_an_unexpected_error_marks_the_notification_failed_and_due_again(engine: Engine) -> None:
+    async with guarded_client(allow=["127.0.0.1"]) as http:
+        pass  # closed: using it raises an error the notifier does not expect
+    notifier = Notifier(engine.db, http, smtp_url=None, smtp_from="af@localhost", owner="test-notifier")
+    note = await add(engine, "webhook", "http://127.0.0.1:9/hook")
+    assert await notifier.deliver_due() == 1
+    found = await state(engine, note)
+    assert found["status"] == "pending" and found["later"], found
+    assert found["last_error"]["code"] == "notification_exception"

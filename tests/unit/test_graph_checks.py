@@ -81,7 +81,7 @@ def test_unknown_node_kind_is_named_with_the_known_ones() -> None:
     assert errors == [
         {
             "path": "nodes[1].type",
-            "message": "unknown node type 'teleport'; known: condition, finish, tool, wait",
+            "message": "unknown node type 'teleport'; known: condition, filter, finish, mapping, merge, sort, tool, wait",
         }
     ]
 
@@ -177,17 +177,16 @@ def test_an_ambiguous_start() -> None:
     ]
 
 
-def test_one_port_leads_to_one_node_for_now() -> None:
-    errors = errors_of(
+def test_one_port_may_lead_to_several_nodes_but_not_twice_to_one() -> None:
+    config = validate_config(
         graph(tool("a"), finish("b"), finish("c"), edges=[{"from": "a", "to": "b"}, {"from": "a", "to": "c"}])
     )
-    assert errors == [
-        {
-            "path": "edges[1]",
-            "message": "port 'result' of 'a' already leads to 'b' (edges[0]); one port leads to one node "
-            "(parallel branches are not supported yet)",
-        }
-    ]
+    assert isinstance(config, StructuredConfig)
+    assert [link.target for link in config.graph.outgoing("a", "result")] == ["b", "c"]
+    errors = errors_of(
+        graph(tool("a"), finish("b"), edges=[{"from": "a", "to": "b"}, {"from": "a", "to": "b"}])
+    )
+    assert errors == [{"path": "edges[1]", "message": "'a' 'result' already leads to 'b' (edges[0])"}]
 
 
 def test_duplicate_node_ids() -> None:

@@ -15,7 +15,17 @@ from typing import Any
 import psutil
 
 import agentflow
-from agentflow.bench import agent_steps, dispatch, event_latency, ingest, latency, queries, sleep, throughput
+from agentflow.bench import (
+    agent_steps,
+    dispatch,
+    event_latency,
+    graphs,
+    ingest,
+    latency,
+    queries,
+    sleep,
+    throughput,
+)
 from agentflow.bench.context import FULL, QUICK, BenchContext
 from agentflow.bench.database import bench_server
 from agentflow.bench.floor import measure_floor
@@ -31,6 +41,7 @@ WORKLOADS: dict[str, Workload] = {
     "W3": latency.w3,
     "W4": sleep.w4,
     "W4-10k": sleep.w4_10k,
+    "G1": graphs.g1,
     "E1": ingest.e1,
     "E2": event_latency.e2,
     "E3": dispatch.e3,

@@ -20,8 +20,7 @@ from pydantic import (
     model_validator,
 )
 
-import agentflow.core.graph.branching
-import agentflow.core.graph.data_nodes  # noqa: F401  (registers mapping, filter, sort)
+# Importing the node kinds' modules registers them (the registry is core.node_specs).
 from agentflow.core import safe_yaml
 from agentflow.core.agent_config import TOOL_NAME_PATTERN, Action, Budget, ContextLimits, HttpTool, Impact
 from agentflow.core.durations import parse_duration

@@ -95,6 +95,11 @@ class NodeSpec(BaseModel):
         """This node's output ports (a kind may derive them from its config)."""
         return self.port_names
 
+    def join_ready(self, fired: int, resolved: bool) -> bool:
+        """For a kind that joins: whether it runs now, given how many incoming links fired
+        and whether every one has fired or been skipped (by default: when all have)."""
+        return resolved
+
     def output_schema(self, port: str) -> dict[str, Any]:
         """JSON Schema of what this node sends down ``port``."""
         return ERROR_OUTPUT if port == ERROR_PORT else self.result_schema

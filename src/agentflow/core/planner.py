@@ -17,6 +17,8 @@ from typing import Any
 from agentflow.core.agent_state import AgentState
 from agentflow.core.definitions import AgentConfig, StructuredConfig
 from agentflow.core.errors import ErrorInfo
+from agentflow.core.graph import frontier
+from agentflow.core.graph.frontier import Activation
 from agentflow.core.inbox import AWAITING_EVENT
 from agentflow.core.node_specs import ERROR_PORT, NodeSpec
 from agentflow.core.retry import RetryPolicy
@@ -118,28 +120,55 @@ def save_to_state(
     return {**state, "vars": updated}
 
 
+def current_activation(config: StructuredConfig, state: dict[str, Any]) -> Activation | None:
+    """The activation the run executes next, or None when none is ready."""
+    ready = frontier.load(state, config.graph).ready
+    return ready[0] if ready else None
+
+
 def current_node(config: StructuredConfig, state: dict[str, Any]) -> NodeSpec | None:
-    """The node the run executes next, or None when there is none left."""
-    node_id = state.get("node")
-    return config.node(node_id) if isinstance(node_id, str) else None
+    """The node the run executes next, or None when none is ready."""
+    activation = current_activation(config, state)
+    return config.node(activation.node) if activation is not None else None
 
 
-def node_input(config: StructuredConfig, node: NodeSpec, run_input: Any, outputs: dict[str, Any]) -> Any:
-    """What ``{{ input }}`` is for ``node``: the output of the direct predecessor that led to
-    it (by predecessor id for a node that joins); the run's input for the first node."""
-    sources = config.predecessors(node.id)
-    if node.id == config.start_id or not sources:
-        return run_input
+def released(
+    config: StructuredConfig, state: dict[str, Any], now: datetime | None, *, inbox_news: bool
+) -> dict[str, Any]:
+    """``state`` with every timer due at database time ``now`` fired (and, with
+    ``inbox_news``, every timer that a delivery ends): what is ready after a wait."""
+    if "timers" not in state:
+        return state
+    before = frontier.load(state, config.graph)
+    after = frontier.release(config.graph, before, now, inbox_news=inbox_news)
+    return state if after is before else frontier.dump(after, state, config.graph)
+
+
+def node_input(
+    config: StructuredConfig, activation: Activation, run_input: Any, outputs: dict[str, Any]
+) -> Any:
+    """What ``{{ input }}`` is for ``activation``: the output of the predecessor whose link
+    made it ready (by predecessor id for a node that joins); the run's input for the first."""
+    node = config.node(activation.node)
+    if not activation.via:
+        return run_input if node.id == config.start_id or not config.predecessors(node.id) else None
     if node.joins:
-        return {source: outputs.get(source) for source in sources}
-    ran = [source for source in sources if source in outputs]
-    return outputs[ran[-1]] if ran else None
+        return {source: outputs.get(source) for source in activation.via}
+    return outputs.get(activation.via[0])
 
 
 def final_output(state: dict[str, Any], outputs: dict[str, Any]) -> Any:
-    """The output of a run that ends after its last node's wait: that node's output."""
-    after = state.get("after")
-    return outputs.get(after) if isinstance(after, str) else None
+    """The output of a run that ends with nothing ready: the last node's output."""
+    last = state.get("after", state.get("last"))
+    return outputs.get(last) if isinstance(last, str) else None
+
+
+def on_nothing_ready(config: StructuredConfig, state: dict[str, Any], outputs: dict[str, Any]) -> Transition:
+    """The run was taken up with nothing ready: it completes, or waits for its timers."""
+    left = frontier.load(state, config.graph)
+    if left.empty:
+        return Transition(RunStatus.COMPLETED, state, "completed", output=final_output(state, outputs))
+    return _moved(config, state, left, "completed", None)
 
 
 def retry_policy(config: StructuredConfig, node: NodeSpec) -> RetryPolicy:
@@ -155,24 +184,79 @@ def step_timeout(config: StructuredConfig, node: NodeSpec, tool_timeout: timedel
 def on_success(
     config: StructuredConfig, state: dict[str, Any], node: NodeSpec, result: NodeResult
 ) -> Transition:
-    """Record ``node``'s output and move to the next node, a wait, or completion."""
-    next_id = None if result.finish else config.next_id(node, result.port)
-    new_state = {**state, "node": next_id}
+    """The run after ``node`` succeeded: the links of the port it fired fire (after its wait,
+    if it waits), the others are skipped; a ``finish`` completes the run."""
+    graph = config.graph
+    before = frontier.load(state, graph)
+    done = before.ready[0] if before.ready else frontier.Activation(node.id)
+    if result.finish:  # the run ends here, whatever else was ready or asleep
+        ended = frontier.dump(frontier.Frontier(skipped=before.skipped), state, graph)
+        return Transition(RunStatus.COMPLETED, ended, "completed", output=result.output)
     waits = result.wake_after is not None or result.wake_at is not None
-    if next_id is None and not waits:
-        return Transition(RunStatus.COMPLETED, new_state, "completed", output=result.output)
-    if next_id is None:
-        new_state["after"] = node.id  # the run completes with this node's output once the wait is over
-    if waits:
+    if not waits:
+        after = frontier.finish_activation(graph, before, done, result.port)
+        return _moved(config, state, after, "completed", result.output)
+    reason = AWAITING_EVENT if result.wake_on_event else "timer"
+    targets = graph.outgoing(node.id, result.port)
+    if (
+        len(before.ready) == 1
+        and not before.timers
+        and not before.arrivals
+        and not before.skipped
+        and len(targets) <= 1
+    ):
+        # A wait on a linear stretch: the run itself waits (due_at), as before graphs.
+        following = targets[0].target if targets else None
+        if following is None or len(graph.incoming(following)) == 1:
+            linear = {**{k: v for k, v in state.items() if k == "vars"}, "node": following}
+            if following is None:
+                linear["after"] = node.id  # completes with this node's output once the wait is over
+            return Transition(
+                RunStatus.WAITING,
+                linear,
+                "completed",
+                wake_after=result.wake_after,
+                wake_at=result.wake_at,
+                reason=reason,
+            )
+    timer = frontier.Timer(
+        node.id,
+        result.port,
+        secs=result.wake_after.total_seconds() if result.wake_after is not None else None,
+        at=result.wake_at.isoformat() if result.wake_at is not None else None,
+        on_event=result.wake_on_event,
+    )
+    after = frontier.finish_activation(graph, before, done, result.port, later=timer)
+    return _moved(config, state, after, "completed", result.output)
+
+
+def _moved(
+    config: StructuredConfig,
+    state: dict[str, Any],
+    after: frontier.Frontier,
+    step_status: str,
+    output: Any,
+    *,
+    handled: ErrorInfo | None = None,
+) -> Transition:
+    """The transition to ``after``: go on, wait for its timers, or complete."""
+    new_state = frontier.dump(after, state, config.graph)
+    extra: dict[str, Any] = {"handled": True, "step_output": handled.to_json()} if handled is not None else {}
+    if after.ready:
+        return Transition(RunStatus.IN_PROGRESS, new_state, step_status, **extra)
+    if after.timers:
+        secs, at = frontier.earliest(after)
+        reason = AWAITING_EVENT if any(t.on_event for t in after.timers) else "timer"
         return Transition(
             RunStatus.WAITING,
             new_state,
-            "completed",
-            wake_after=result.wake_after,
-            wake_at=result.wake_at,
-            reason=AWAITING_EVENT if result.wake_on_event else "timer",
+            step_status,
+            wake_after=timedelta(seconds=secs) if secs is not None else None,
+            wake_at=datetime.fromisoformat(at) if at is not None else None,
+            reason=reason,
+            **extra,
         )
-    return Transition(RunStatus.IN_PROGRESS, new_state, "completed")
+    return Transition(RunStatus.COMPLETED, new_state, step_status, output=output, **extra)
 
 
 def on_handled_failure(
@@ -180,12 +264,13 @@ def on_handled_failure(
 ) -> Transition | None:
     """When ``node`` failed for good and an edge leaves its ``error`` port: go on there, with
     the error as the failed step's output. None when the node does not handle failures."""
-    target = config.next_id(node, ERROR_PORT)
-    if target is None:
+    graph = config.graph
+    if not graph.outgoing(node.id, ERROR_PORT):
         return None
-    return Transition(
-        RunStatus.IN_PROGRESS, {**state, "node": target}, "failed", handled=True, step_output=error.to_json()
-    )
+    before = frontier.load(state, graph)
+    done = before.ready[0] if before.ready else frontier.Activation(node.id)
+    after = frontier.finish_activation(graph, before, done, ERROR_PORT)
+    return _moved(config, state, after, "failed", None, handled=error)
 
 
 def on_failure(

@@ -10,6 +10,7 @@ import random
 import time
 import traceback
 from dataclasses import asdict, dataclass, replace
+from datetime import datetime
 from typing import Any
 
 from agentflow.core import planner
@@ -25,7 +26,7 @@ from agentflow.nodes.base import NodeEnv
 from agentflow.nodes.registry import runner_for
 from agentflow.nodes.rendering import call_rendering
 from agentflow.store import json_codec
-from agentflow.store.checkpoints import NO_EFFECTS, Effects, RunWrite, StepWrite
+from agentflow.store.checkpoints import NO_EFFECTS, Checkpointed, Effects, RunWrite, StepWrite
 
 _rand = random.Random()
 
@@ -52,6 +53,8 @@ class Cursor:
             them while it holds the run (they are stored in ``run_steps``).
         inbox: the run's unconsumed deliveries as last loaded (``{{ inbox }}``); the worker
             loads them when it claims the run and after a checkpoint that reports new ones.
+        now: the database's time at the claim or the last checkpoint (timers are released
+            by it, never by the worker's clock).
     """
 
     state: dict[str, Any]
@@ -59,21 +62,28 @@ class Cursor:
     attempt: int
     outputs: dict[str, Any]
     inbox: Inbox = EMPTY
+    now: datetime | None = None
 
     @classmethod
     def of(cls, run: RunRecord, outputs: dict[str, Any], inbox: Inbox = EMPTY) -> Cursor:
-        """The cursor of a freshly claimed run, with the outputs of its completed steps."""
-        return cls(run.state, run.step_seq, run.attempt, outputs, inbox)
+        """The cursor of a freshly claimed run (the claim set ``updated_at`` to the database's
+        time), with the outputs of its completed steps."""
+        return cls(run.state, run.step_seq, run.attempt, outputs, inbox, run.updated_at)
 
-    def after(self, outcome: StepOutcome) -> Cursor:
-        """The cursor after ``outcome`` was checkpointed."""
+    def after(self, outcome: StepOutcome, done: Checkpointed | None = None) -> Cursor:
+        """The cursor after ``outcome`` was checkpointed (``done``: what the checkpoint returned)."""
         t = outcome.transition
         inbox = self.inbox.consumed() if outcome.run.consumed else self.inbox
+        state, now = t.state, self.now
+        if done is not None:
+            now = done.db_now or now
+            if done.timers is not None:  # the checkpoint stamped new timers with its clock
+                state = {**state, "timers": done.timers}
         if not t.advances:
-            return Cursor(t.state, self.step_seq, self.attempt + 1, self.outputs, inbox)
+            return Cursor(state, self.step_seq, self.attempt + 1, self.outputs, inbox, now)
         if outcome.step.node_id is not None:
             self.outputs[outcome.step.node_id] = outcome.step.output
-        return Cursor(t.state, self.step_seq + 1, 0, self.outputs, inbox)
+        return Cursor(state, self.step_seq + 1, 0, self.outputs, inbox, now)
 
 
 async def execute(
@@ -83,13 +93,15 @@ async def execute(
     tools_env: NodeEnv,
     token: int,
 ) -> StepOutcome:
-    """Run the current node once, with its timeout, and decide how the run moves."""
-    node = planner.current_node(config, cursor.state)
+    """Run the next ready activation once, with its timeout, and decide how the run moves."""
+    state = planner.released(config, cursor.state, cursor.now, inbox_news=bool(cursor.inbox.view()))
+    activation = planner.current_activation(config, state)
     attempt = cursor.attempt + 1
-    if node is None:  # the last node was a wait, now over (or nothing is left): complete
-        output = planner.final_output(cursor.state, cursor.outputs)
-        transition = Transition(RunStatus.COMPLETED, cursor.state, "completed", output=output)
-        return _outcome(transition, cursor, attempt, None, "finish", None, None, output, None, 0.0, [])
+    if activation is None:  # woken with nothing ready: a trailing wait is over, or timers remain
+        transition = planner.on_nothing_ready(config, state, cursor.outputs)
+        kind = "finish" if transition.status is RunStatus.COMPLETED else "timers"
+        return _outcome(transition, cursor, attempt, None, kind, None, None, transition.output, None, 0.0, [])
+    node = config.node(activation.node)
     ctx = StepContext(
         workspace_id=run.workspace_id,
         run_id=run.id,
@@ -104,9 +116,9 @@ async def execute(
         tools_env.threads,
         {
             "payload": with_nested_keys(run.input),
-            "input": planner.node_input(config, node, run.input, cursor.outputs),
+            "input": planner.node_input(config, activation, run.input, cursor.outputs),
             "steps": cursor.outputs,
-            "state": planner.variables(cursor.state),
+            "state": planner.variables(state),
             "inbox": cursor.inbox.view(),
             "run": {
                 "id": str(run.id),
@@ -135,13 +147,13 @@ async def execute(
         json_codec.encode(step_input)
         # Saved in this step's own checkpoint (the state document), so no extra write.
         state = await call_rendering(
-            planner.save_to_state, config, cursor.state, node, env.template_context, result.output
+            planner.save_to_state, config, state, node, env.template_context, result.output
         )
         transition = planner.on_success(config, state, node, result)
         error = None
         tasks = [_task_doc(t) for t in ctx.tasks]
     except StepFailure as failure:
-        transition, error, tasks = _failed(config, node, cursor, failure.info, failure.retryable)
+        transition, error, tasks = _failed(config, node, cursor, state, failure.info, failure.retryable)
         result = NodeResult()
     except json_codec.UnstorableJson as exc:
         info = ErrorInfo(
@@ -149,7 +161,7 @@ async def execute(
             f"step {node.id!r} returned a value that cannot be stored: {exc}",
             solution="Return JSON data (dicts, lists, strings, numbers) without NUL characters.",
         )
-        transition, error, tasks = _failed(config, node, cursor, info, False)
+        transition, error, tasks = _failed(config, node, cursor, state, info, False)
         result, step_input = NodeResult(), None
     except Exception as exc:  # a tool's own bug or outage: retry per policy
         info = ErrorInfo(
@@ -157,7 +169,7 @@ async def execute(
             f"{type(exc).__name__}: {exc}",
             {"type": type(exc).__name__, "traceback": traceback.format_exc(limit=8)[-4000:]},
         )
-        transition, error, tasks = _failed(config, node, cursor, info, True)
+        transition, error, tasks = _failed(config, node, cursor, state, info, True)
         result = NodeResult()
     duration = time.monotonic() - started
     output = transition.step_output if transition.handled else result.output if transition.advances else None
@@ -187,12 +199,17 @@ def _with_inbox(outcome: StepOutcome, inbox: Inbox, *, consumes: bool) -> StepOu
 
 
 def _failed(
-    config: StructuredConfig, node: Any, cursor: Cursor, info: ErrorInfo, retryable: bool
+    config: StructuredConfig,
+    node: Any,
+    cursor: Cursor,
+    state: dict[str, Any],
+    info: ErrorInfo,
+    retryable: bool,
 ) -> tuple[Transition, ErrorInfo, list[dict[str, Any]]]:
     policy = planner.retry_policy(config, node)
-    transition = planner.on_failure(policy, cursor.state, cursor.attempt + 1, info, retryable, _rand.random)
+    transition = planner.on_failure(policy, state, cursor.attempt + 1, info, retryable, _rand.random)
     if transition.status is RunStatus.FAILED and transition.error is not None:
-        handled = planner.on_handled_failure(config, cursor.state, node, transition.error)
+        handled = planner.on_handled_failure(config, state, node, transition.error)
         if handled is not None:
             return handled, transition.error, []
     return transition, info, []

@@ -286,7 +286,7 @@ class Worker:
                 done = await self._checkpoint(run, token, outcome)
                 if done is None:
                     return
-                cursor = cursor.after(outcome)
+                cursor = cursor.after(outcome, done)
                 if self._stopping.is_set():
                     with contextlib.suppress(*UNAVAILABLE_ERRORS):
                         await runs.release(self.db.pool, run.workspace_id, run.id, token, self.name)

@@ -23,7 +23,14 @@ WITH r AS (
     UPDATE runs SET
         status = $5,
         status_reason = $6,
-        state = $7,
+        -- A graph run's new timers count from this commit, in the database's time.
+        state = CASE WHEN $7::jsonb ? 'timers' THEN jsonb_set($7::jsonb, '{timers}', (
+                    SELECT jsonb_agg(CASE WHEN t ? 'secs'
+                                          THEN (t - 'secs') || jsonb_build_object(
+                                                   'at', now() + make_interval(secs => (t->>'secs')::float8))
+                                          ELSE t END ORDER BY n)
+                    FROM jsonb_array_elements($7::jsonb -> 'timers') WITH ORDINALITY AS x(t, n)))
+                ELSE $7 END,
         output = $8,
         error = $9,
         step_seq = step_seq + $10::int,
@@ -42,9 +49,12 @@ WITH r AS (
             -- the row now is waited for and counted: no wake-up is lost.
             WHEN 'waiting' THEN CASE WHEN $6::text = 'awaiting_event' AND inbox_seq > $23::bigint
                                      THEN now()
+                                     -- The sooner of a wait from now ($11) and a time ($12).
                                      WHEN $12::timestamptz IS NULL
-                                     THEN now() + make_interval(secs => $11)
-                                     ELSE greatest(now(), $12::timestamptz) END END,
+                                     THEN now() + make_interval(secs => coalesce($11::float8, 0))
+                                     WHEN $11::float8 IS NULL THEN greatest(now(), $12::timestamptz)
+                                     ELSE greatest(now(), least(now() + make_interval(secs => $11::float8),
+                                                                $12::timestamptz)) END END,
         lease_owner = CASE WHEN $5 = 'in_progress' THEN lease_owner END,
         lease_expires_at = CASE WHEN $5 = 'in_progress' THEN lease_expires_at END,
         completed_at = CASE WHEN $5 IN ('completed', 'failed') THEN now() END,$USAGE
@@ -52,7 +62,8 @@ WITH r AS (
     WHERE workspace_id = $1 AND id = $2 AND fencing_token = $3 AND lease_owner = $4
       AND status = 'in_progress' AND step_seq = $13
     RETURNING workspace_id, id, status, due_at, cancel_requested, inbox_seq,
-              extract(epoch FROM due_at - now())::float8 AS due_in
+              extract(epoch FROM due_at - now())::float8 AS due_in, now() AS db_now,
+              state -> 'timers' AS timers
 ), s AS (
     INSERT INTO run_steps (workspace_id, run_id, seq, attempt, node_id, kind, name, status,
                            input, output, error, idempotency_key, worker, fencing_token,
@@ -212,13 +223,16 @@ NO_EFFECTS = Effects()
 
 @dataclass(frozen=True)
 class Checkpointed:
-    """A checkpoint that held: the run's new status, when due later how soon, and its delivery
-    count (higher than the step saw: something arrived meanwhile)."""
+    """A checkpoint that held: the run's new status, when due later how soon, its delivery
+    count (higher than the step saw: something arrived meanwhile), the database's time, and
+    a graph run's timers as stamped."""
 
     status: str
     due_in: float | None
     cancel_requested: bool
     inbox_seq: int = 0
+    db_now: datetime | None = None
+    timers: list[dict[str, Any]] | None = None
 
 
 @functools.cache
@@ -275,7 +289,7 @@ async def checkpoint(
     args: list[Any] = [
         workspace_id, run_id, token, owner,
         run.status, run.status_reason, run.state, run.output, run.error, int(run.advance),
-        run.wake_after or 0.0, run.wake_at,
+        run.wake_after, run.wake_at,
         step.seq, step.attempt, step.node_id, step.kind, step.name, step.status,
         step.input, step.output, step.error, step.duration, run.inbox_seen,
     ]  # fmt: skip
@@ -298,4 +312,6 @@ async def checkpoint(
     row = await pool.fetchrow(sql, *args)
     if row is None:
         return None
-    return Checkpointed(row["status"], row["due_in"], row["cancel_requested"], row["inbox_seq"])
+    return Checkpointed(
+        row["status"], row["due_in"], row["cancel_requested"], row["inbox_seq"], row["db_now"], row["timers"]
+    )

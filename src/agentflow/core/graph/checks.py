@@ -62,7 +62,7 @@ def _check_ids(ids: list[str]) -> list[Problem]:
 
 def _check_links(graph: Graph) -> list[Problem]:
     problems: list[Problem] = []
-    taken: dict[tuple[str, str], Link] = {}
+    taken: dict[tuple[str, str, str], Link] = {}
     for link in graph.links:
         where = link.path if link.path.endswith(".next") else f"{link.path}.from"
         source = graph.nodes.get(link.source)
@@ -80,17 +80,12 @@ def _check_links(graph: Graph) -> list[Problem]:
             message = f"node {link.source!r} ({source.type}) has no port {link.port!r}; its ports: {shown}"
             problems.append({"path": port_path, "message": message})
             continue
-        earlier = taken.get((link.source, link.port))
+        earlier = taken.get((link.source, link.port, link.target))
         if earlier is not None:
-            problems.append(
-                {
-                    "path": link.path,
-                    "message": f"port {link.port!r} of {link.source!r} already leads to {earlier.target!r} "
-                    f"({earlier.path}); one port leads to one node (parallel branches are not supported yet)",
-                }
-            )
+            message = f"{link.source!r} {link.port!r} already leads to {link.target!r} ({earlier.path})"
+            problems.append({"path": link.path, "message": message})
             continue
-        taken[(link.source, link.port)] = link
+        taken[(link.source, link.port, link.target)] = link
     return problems
 
 

@@ -1,0 +1,268 @@
+"""A graph run's frontier: which activations are ready, which sleep, and how the end of one
+moves the run.
+
+An activation is one execution of one node. The run's ``state`` holds only the frontier
+(outputs live in ``run_steps``), so it stays bounded by the graph's size however long the
+run. When an activation ends, the links from the port it fired *fire* and the links from its
+other ports are *skipped*; a node becomes ready when a link into it fires (a node that joins:
+when every link into it has fired or been skipped, and the node's rule says so). A node all
+of whose incoming links were skipped is skipped too, and so are its own links, so a join
+downstream of a branch not taken never waits for it.
+
+A ``wait`` fires its port later: the port goes into a timer, which the checkpoint stamps
+with the database's clock (``at``); the run releases it when the database's time has come.
+
+The common linear case is stored as before graphs: ``{"node": <id>}`` (or ``{"node": null}``
+with nothing left), so linear runs keep their state and their cost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from agentflow.core.graph.model import Graph, Link
+
+FIRED = "fired"
+SKIPPED = "skipped"
+
+
+@dataclass(frozen=True)
+class Activation:
+    """One execution of one node.
+
+    Attributes:
+        node: the node's id.
+        via: the predecessors whose links made it ready (one; for a join, every one that fired).
+    """
+
+    node: str
+    via: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Timer:
+    """A port that fires later (a ``wait`` node's).
+
+    Attributes:
+        source / port: whose links fire when it is due.
+        secs: seconds from the checkpoint that writes it (it then becomes ``at``).
+        at: when it is due, database time (ISO 8601).
+        on_event: also due when something new arrives in the run's inbox.
+    """
+
+    source: str
+    port: str
+    secs: float | None = None
+    at: str | None = None
+    on_event: bool = False
+
+    def due_by(self, now: datetime | None) -> bool:
+        """Whether it is due at database time ``now`` (never when ``at`` is not known yet)."""
+        return now is not None and self.at is not None and datetime.fromisoformat(self.at) <= now
+
+
+@dataclass(frozen=True)
+class Frontier:
+    """What a graph run has left to do.
+
+    Attributes:
+        ready: activations to execute, in order.
+        timers: ports that fire later.
+        arrivals: for each node with several incoming links that some but not all have
+            reached: ``{"<source>/<port>": "fired" | "skipped"}``, and ``"done"`` once a join
+            that fires early (``first``) has fired.
+        skipped: nodes skipped because every link into them was skipped.
+        last: the node whose output a run that ends without a ``finish`` completes with.
+    """
+
+    ready: tuple[Activation, ...] = ()
+    timers: tuple[Timer, ...] = ()
+    arrivals: dict[str, dict[str, str]] = field(default_factory=dict)
+    skipped: tuple[str, ...] = ()
+    last: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        """Nothing is ready and nothing sleeps: the run is over."""
+        return not self.ready and not self.timers
+
+
+def start(graph: Graph, entry: str) -> Frontier:
+    """The frontier of a new run: its first node ready."""
+    return Frontier(ready=(Activation(entry),))
+
+
+def load(state: dict[str, Any], graph: Graph) -> Frontier:
+    """The frontier a run's state document holds (either form)."""
+    if "ready" not in state and "timers" not in state:
+        node = state.get("node")
+        last = state.get("after")
+        if not isinstance(node, str):
+            return Frontier(last=last if isinstance(last, str) else None)
+        via = tuple(link.source for link in graph.incoming(node))
+        return Frontier(ready=(Activation(node, via[:1]),))
+    return Frontier(
+        ready=tuple(Activation(a["node"], tuple(a.get("via", ()))) for a in state.get("ready", ())),
+        timers=tuple(_timer(t) for t in state.get("timers", ())),
+        arrivals={node: dict(seen) for node, seen in state.get("arrivals", {}).items()},
+        skipped=tuple(state.get("skipped", ())),
+        last=state.get("last"),
+    )
+
+
+def dump(frontier: Frontier, state: dict[str, Any], graph: Graph) -> dict[str, Any]:
+    """``state`` with ``frontier`` in it (the compact linear form when it fits)."""
+    kept = {key: value for key, value in state.items() if key == "vars"}
+    compact = len(frontier.ready) <= 1 and not (frontier.timers or frontier.arrivals or frontier.skipped)
+    if compact and frontier.ready:
+        only = frontier.ready[0]
+        incoming = graph.incoming(only.node)
+        compact = len(incoming) <= 1 and only.via == tuple(link.source for link in incoming)
+    if compact:
+        return {"node": frontier.ready[0].node if frontier.ready else None, **kept}
+    doc: dict[str, Any] = {"ready": [{"node": a.node, "via": list(a.via)} for a in frontier.ready]}
+    if frontier.timers:
+        doc["timers"] = [_timer_json(t) for t in frontier.timers]
+    if frontier.arrivals:
+        doc["arrivals"] = frontier.arrivals
+    if frontier.skipped:
+        doc["skipped"] = list(frontier.skipped)
+    if frontier.last is not None:
+        doc["last"] = frontier.last
+    return {**doc, **kept}
+
+
+def _timer(doc: dict[str, Any]) -> Timer:
+    return Timer(doc["from"], doc["port"], doc.get("secs"), doc.get("at"), bool(doc.get("event")))
+
+
+def _timer_json(timer: Timer) -> dict[str, Any]:
+    doc: dict[str, Any] = {"from": timer.source, "port": timer.port}
+    if timer.at is not None:
+        doc["at"] = timer.at
+    elif timer.secs is not None:
+        doc["secs"] = timer.secs
+    if timer.on_event:
+        doc["event"] = True
+    return doc
+
+
+def finish_activation(
+    graph: Graph,
+    frontier: Frontier,
+    done: Activation,
+    port: str | None,
+    *,
+    later: Timer | None = None,
+) -> Frontier:
+    """The frontier after ``done`` ended and fired ``port`` (None: it fired nothing).
+
+    With ``later``, the port fires when that timer is due instead of now (a wait); its
+    other ports are skipped now.
+    """
+    ready = list(frontier.ready)
+    ready.remove(done)
+    moved = _Moves.of(graph, frontier, ready=ready)
+    for link in graph.outgoing(done.node):
+        if link.port == port and later is None:
+            moved.resolve(link, fired=True)
+        elif link.port != port:
+            moved.resolve(link, fired=False)
+    if later is not None:
+        moved.timers.append(later)
+    return moved.frontier(last=done.node)
+
+
+def release(graph: Graph, frontier: Frontier, now: datetime | None, *, inbox_news: bool = False) -> Frontier:
+    """The frontier with every timer due at database time ``now`` fired (and, with
+    ``inbox_news``, every timer that also ends on an inbox delivery)."""
+    due = [t for t in frontier.timers if t.due_by(now) or (inbox_news and t.on_event)]
+    if not due:
+        return frontier
+    moved = _Moves.of(graph, frontier, timers=[t for t in frontier.timers if t not in due])
+    for timer in due:
+        for link in graph.outgoing(timer.source, timer.port):
+            moved.resolve(link, fired=True)
+    return moved.frontier(last=due[-1].source)
+
+
+def stamp(frontier: Frontier, resolved: list[dict[str, Any]] | None) -> Frontier:
+    """The frontier with the timers as the checkpoint stamped them (``at`` in database time)."""
+    if not resolved:
+        return frontier
+    return replace(frontier, timers=tuple(_timer(t) for t in resolved))
+
+
+def earliest(frontier: Frontier) -> tuple[float | None, str | None]:
+    """When the first timer is due: seconds from now for one not stamped yet, and the
+    earliest stamped time (the checkpoint takes the sooner of the two)."""
+    fresh = [t.secs for t in frontier.timers if t.at is None and t.secs is not None]
+    stamped = sorted(t.at for t in frontier.timers if t.at is not None)
+    return (min(fresh) if fresh else None), (stamped[0] if stamped else None)
+
+
+@dataclass
+class _Moves:
+    """The frontier being changed by one activation's end (mutable while it is worked out)."""
+
+    graph: Graph
+    ready: list[Activation]
+    timers: list[Timer]
+    arrivals: dict[str, dict[str, str]]
+    skipped: list[str]
+
+    @classmethod
+    def of(
+        cls,
+        graph: Graph,
+        frontier: Frontier,
+        *,
+        ready: list[Activation] | None = None,
+        timers: list[Timer] | None = None,
+    ) -> _Moves:
+        """A working copy of ``frontier`` (with ``ready`` or ``timers`` replaced)."""
+        return cls(
+            graph,
+            list(frontier.ready) if ready is None else ready,
+            list(frontier.timers) if timers is None else timers,
+            {node: dict(seen) for node, seen in frontier.arrivals.items()},
+            list(frontier.skipped),
+        )
+
+    def frontier(self, last: str | None) -> Frontier:
+        return Frontier(tuple(self.ready), tuple(self.timers), self.arrivals, tuple(self.skipped), last)
+
+    def resolve(self, link: Link, *, fired: bool) -> None:
+        target = self.graph.nodes[link.target]
+        incoming = self.graph.incoming(link.target)
+        if len(incoming) == 1:
+            if fired:
+                self.ready.append(Activation(link.target, (link.source,)))
+            else:
+                self.skip(link.target)
+            return
+        seen = self.arrivals.setdefault(link.target, {})
+        seen[f"{link.source}/{link.port}"] = FIRED if fired else SKIPPED
+        if fired and not target.joins:
+            self.ready.append(Activation(link.target, (link.source,)))
+        fired_from = [key.split("/", 1)[0] for key, how in seen.items() if how == FIRED]
+        resolved = len([key for key in seen if key != "done"]) >= len(incoming)
+        if (
+            target.joins
+            and "done" not in seen
+            and fired_from
+            and target.join_ready(len(fired_from), resolved)
+        ):
+            self.ready.append(Activation(link.target, tuple(fired_from)))
+            seen["done"] = FIRED
+        if resolved:
+            del self.arrivals[link.target]
+            if not fired_from:
+                self.skip(link.target)
+
+    def skip(self, node: str) -> None:
+        self.skipped.append(node)
+        for link in self.graph.outgoing(node):
+            self.resolve(link, fired=False)

@@ -1,0 +1,188 @@
+"""Graph runs on the real database: parallel branches, joins, skipped branches, waits in a
+branch, a finish that ends the run, retry from the failed activation."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+import tests.support.tools  # noqa: F401  (registers the tools)
+from agentflow.engine import Engine
+from agentflow.runtime.worker import Worker
+
+
+def flow(name: str, *nodes: dict[str, Any], edges: list[tuple[str, str, str]]) -> dict[str, Any]:
+    links = [{"from": s, "port": p, "to": t} for s, p, t in edges]
+    return {"name": name, "kind": "structured", "nodes": list(nodes), "edges": links}
+
+
+def echo(node_id: str, value: Any) -> dict[str, Any]:
+    return {"id": node_id, "type": "tool", "tool": "echo", "args": {"value": value}}
+
+
+@pytest.fixture
+async def worker(engine: Engine) -> AsyncIterator[Worker]:
+    w = engine.worker(concurrency=4)
+    task = asyncio.create_task(w.run())
+    yield w
+    w.stop()
+    await asyncio.wait_for(task, 10)
+
+
+async def completed(engine: Engine, name: str, payload: Any = None) -> Any:
+    run = await engine.start_run(name, payload)
+    done = await engine.wait_for_run(run.id, timeout=20)
+    assert done.status == "completed", done.error
+    return done
+
+
+DIAMOND = flow(
+    "diamond",
+    {"id": "route", "type": "condition",
+     "branches": [{"port": "big", "when": {"path": "input.total", "op": "gte", "value": 100}}]},
+    echo("big", "{{ input.total }} is big"),
+    echo("small", "{{ input.total }} is small"),
+    echo("audit", "audited {{ input.total }}"),
+    {"id": "join", "type": "merge"},
+    {"id": "done", "type": "finish", "output": "{{ input }}"},
+    edges=[("route", "big", "big"), ("route", "default", "small"), ("route", "big", "audit"),
+           ("big", "result", "join"), ("small", "result", "join"), ("audit", "result", "join"),
+           ("join", "result", "done")],
+)  # fmt: skip
+
+
+async def test_a_diamond_runs_the_chosen_branches_in_parallel_and_joins_without_the_skipped_one(
+    engine: Engine, worker: Worker
+) -> None:
+    await engine.publish_workflow(DIAMOND)
+    done = await completed(engine, "diamond", {"total": 500})
+    assert done.output == {"big": {"value": "500 is big"}, "audit": {"value": "audited 500"}}
+    steps = await engine.list_steps(done.id)
+    assert [s.node_id for s in steps] == ["route", "big", "audit", "join", "done"]
+    assert steps[3].input == {"joined": ["big", "audit"]}
+    assert done.state["skipped"] == ["small"], "the branch not taken is recorded as skipped"
+    other = await completed(engine, "diamond", {"total": 5})
+    assert other.output == {"small": {"value": "5 is small"}}
+    assert [s.node_id for s in await engine.list_steps(other.id)] == ["route", "small", "join", "done"]
+    assert sorted(other.state["skipped"]) == ["audit", "big"]
+
+
+async def test_merges_combine_as_a_list_or_deeply(engine: Engine, worker: Worker) -> None:
+    await engine.publish_workflow(
+        flow(
+            "combine",
+            echo("start", 1),
+            {"id": "a", "type": "mapping", "output": {"who": {"name": "Ann"}, "n": 1}},
+            {"id": "b", "type": "mapping", "output": {"who": {"mail": "ann@example.com"}, "n": 2}},
+            {"id": "as_list", "type": "merge", "combine": "list"},
+            {"id": "deep", "type": "merge", "combine": "deep"},
+            {"id": "both", "type": "merge"},
+            {"id": "done", "type": "finish", "output": "{{ input }}"},
+            edges=[
+                ("start", "result", "a"),
+                ("start", "result", "b"),
+                ("a", "result", "as_list"),
+                ("b", "result", "as_list"),
+                ("a", "result", "deep"),
+                ("b", "result", "deep"),
+                ("as_list", "result", "both"),
+                ("deep", "result", "both"),
+                ("both", "result", "done"),
+            ],
+        )
+    )
+    done = await completed(engine, "combine")
+    assert done.output == {
+        "as_list": [{"who": {"name": "Ann"}, "n": 1}, {"who": {"mail": "ann@example.com"}, "n": 2}],
+        "deep": {"who": {"name": "Ann", "mail": "ann@example.com"}, "n": 2},
+    }
+
+
+async def test_a_wait_in_one_branch_lets_the_other_go_on_and_the_join_waits_for_it(
+    engine: Engine, worker: Worker
+) -> None:
+    await engine.publish_workflow(
+        flow(
+            "sleepy-branch",
+            echo("start", 1),
+            {"id": "nap", "type": "wait", "duration": "1.5s"},
+            echo("after_nap", "woke"),
+            echo("busy", "worked"),
+            {"id": "join", "type": "merge", "combine": "list"},
+            edges=[
+                ("start", "result", "nap"),
+                ("start", "result", "busy"),
+                ("nap", "result", "after_nap"),
+                ("after_nap", "result", "join"),
+                ("busy", "result", "join"),
+            ],
+        )
+    )
+    run = await engine.start_run("sleepy-branch")
+    await asyncio.sleep(0.7)
+    mid = await engine.get_run(run.id)
+    assert mid.status == "waiting" and mid.lease_owner is None, "only the timer is left: the run sleeps"
+    assert [t["from"] for t in mid.state["timers"]] == ["nap"] and "at" in mid.state["timers"][0]
+    assert "busy" in [s.node_id for s in await engine.list_steps(run.id)], "the other branch went on"
+    done = await engine.wait_for_run(run.id, timeout=20)
+    assert done.status == "completed", done.error
+    assert done.output == [{"value": "worked"}, {"value": "woke"}]
+    steps = {s.node_id: s for s in await engine.list_steps(run.id)}
+    slept = (steps["after_nap"].started_at - steps["nap"].finished_at).total_seconds()
+    assert slept >= 1.5, f"the wait fired after {slept:.3f}s"
+
+
+async def test_a_finish_on_one_branch_ends_the_run(engine: Engine, worker: Worker) -> None:
+    await engine.publish_workflow(
+        flow(
+            "first-wins",
+            echo("start", 1),
+            {"id": "quick", "type": "finish", "output": "quick"},
+            {"id": "slow", "type": "tool", "tool": "sleepy", "args": {"seconds": 0.1}},
+            echo("later", "never"),
+            edges=[("start", "result", "quick"), ("start", "result", "slow"), ("slow", "result", "later")],
+        )
+    )
+    done = await completed(engine, "first-wins")
+    assert done.output == "quick"
+    assert [s.node_id for s in await engine.list_steps(done.id)] == ["start", "quick"]
+
+
+async def test_a_retried_run_goes_on_from_its_failed_activation_keeping_completed_branches(
+    engine: Engine, worker: Worker
+) -> None:
+    key = uuid.uuid4().hex
+    await engine.publish_workflow(
+        flow(
+            "retry-branch",
+            echo("start", 1),
+            echo("steady", "done once"),
+            {
+                "id": "shaky",
+                "type": "tool",
+                "tool": "flaky",
+                "args": {"key": key, "fail_times": 1},
+                "retry": {"max_attempts": 1},
+            },
+            {"id": "join", "type": "merge"},
+            edges=[
+                ("start", "result", "steady"),
+                ("start", "result", "shaky"),
+                ("steady", "result", "join"),
+                ("shaky", "result", "join"),
+            ],
+        )
+    )
+    run = await engine.start_run("retry-branch")
+    failed = await engine.wait_for_run(run.id, timeout=20)
+    assert failed.status == "failed"
+    await engine.retry_run(run.id)
+    done = await engine.wait_for_run(run.id, timeout=20)
+    assert done.status == "completed", done.error
+    assert done.output == {"steady": {"value": "done once"}, "shaky": {"calls": 2}}
+    ran = [s.node_id for s in await engine.list_steps(run.id) if s.status == "completed"]
+    assert ran.count("steady") == 1 and ran.count("start") == 1, ran

@@ -1,0 +1,188 @@
+"""The frontier of a graph run: what becomes ready, what is skipped, what waits."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from agentflow.core.definitions import StructuredConfig, validate_config
+from agentflow.core.graph import frontier
+from agentflow.core.graph.frontier import Activation, Frontier, Timer
+from agentflow.core.graph.model import Graph
+
+
+def graph_of(*nodes: dict[str, Any], edges: list[tuple[str, str, str]], start: str | None = None) -> Graph:
+    config = validate_config(
+        {
+            "name": "g",
+            "kind": "structured",
+            "nodes": list(nodes),
+            "edges": [{"from": s, "port": p, "to": t} for s, p, t in edges],
+            **({"start": start} if start else {}),
+        }
+    )
+    assert isinstance(config, StructuredConfig)
+    return config.graph
+
+
+def tool(node_id: str) -> dict[str, Any]:
+    return {"id": node_id, "type": "tool", "tool": "echo"}
+
+
+def merge(node_id: str, **extra: Any) -> dict[str, Any]:
+    return {"id": node_id, "type": "merge", **extra}
+
+
+def route(node_id: str, *ports: str) -> dict[str, Any]:
+    rule = {"path": "input.n", "op": "exists"}
+    return {"id": node_id, "type": "condition", "branches": [{"port": p, "when": rule} for p in ports]}
+
+
+def run_one(graph: Graph, f: Frontier, port: str | None = "result", **kw: Any) -> Frontier:
+    """End the first ready activation, firing ``port``."""
+    return frontier.finish_activation(graph, f, f.ready[0], port, **kw)
+
+
+DIAMOND = graph_of(
+    route("c", "x", "y"), tool("p"), tool("q"), merge("m"), tool("end"),
+    edges=[("c", "x", "p"), ("c", "y", "q"), ("p", "result", "m"), ("q", "result", "m"), ("m", "result", "end")],
+)  # fmt: skip
+
+
+def test_a_linear_run_keeps_the_compact_state() -> None:
+    g = graph_of(tool("a"), tool("b"), edges=[("a", "result", "b")])
+    f = frontier.start(g, "a")
+    assert frontier.dump(f, {"vars": {"x": 1}}, g) == {"node": "a", "vars": {"x": 1}}
+    f = run_one(g, f)
+    assert f.ready == (Activation("b", ("a",)),)
+    assert frontier.dump(f, {}, g) == {"node": "b"}
+    f = run_one(g, f)
+    assert f.empty and frontier.dump(f, {}, g) == {"node": None} and f.last == "b"
+
+
+def test_a_branch_not_taken_is_skipped_and_the_merge_does_not_wait_for_it() -> None:
+    f = run_one(DIAMOND, frontier.start(DIAMOND, "c"), "x")
+    assert f.ready == (Activation("p", ("c",)),)
+    assert f.skipped == ("q",)
+    assert f.arrivals == {"m": {"q/result": "skipped"}}
+    f = run_one(DIAMOND, f)
+    assert f.ready == (Activation("m", ("p",)),), "the merge runs with the branch that ran"
+    assert f.arrivals == {}
+    f = run_one(DIAMOND, f)
+    assert f.ready == (Activation("end", ("m",)),)
+
+
+def test_parallel_branches_join_when_all_are_in() -> None:
+    g = graph_of(
+        tool("a"), tool("b"), tool("c"), merge("m"),
+        edges=[("a", "result", "b"), ("a", "result", "c"), ("b", "result", "m"), ("c", "result", "m")],
+    )  # fmt: skip
+    f = run_one(g, frontier.start(g, "a"))
+    assert [a.node for a in f.ready] == ["b", "c"]
+    f = run_one(g, f)
+    assert [a.node for a in f.ready] == ["c"] and f.arrivals == {"m": {"b/result": "fired"}}
+    state = frontier.dump(f, {"vars": {}}, g)
+    assert frontier.load(state, g) == f, "the full form round-trips"
+    f = run_one(g, f)
+    assert f.ready == (Activation("m", ("b", "c")),)
+
+
+def test_a_merge_of_the_first_fires_once() -> None:
+    g = graph_of(
+        tool("a"), tool("b"), tool("c"), merge("m", wait="first"),
+        edges=[("a", "result", "b"), ("a", "result", "c"), ("b", "result", "m"), ("c", "result", "m")],
+    )  # fmt: skip
+    f = run_one(g, run_one(g, frontier.start(g, "a")))
+    assert [a.node for a in f.ready] == ["c", "m"]
+    f = run_one(g, f)  # c arrives too: the merge has already fired
+    assert [a.node for a in f.ready] == ["m"] and f.arrivals == {}
+
+
+def test_a_merge_of_n_fires_at_the_nth_or_when_fewer_are_live() -> None:
+    g = graph_of(
+        route("r", "x"), tool("b"), tool("c"), tool("d"), merge("m", wait=2),
+        edges=[("r", "x", "b"), ("r", "x", "c"), ("r", "default", "d"),
+               ("b", "result", "m"), ("c", "result", "m"), ("d", "result", "m")],
+    )  # fmt: skip
+    f = run_one(g, frontier.start(g, "r"), "x")
+    assert [a.node for a in f.ready] == ["b", "c"] and f.skipped == ("d",)
+    f = run_one(g, run_one(g, f))
+    assert f.ready == (Activation("m", ("b", "c")),)
+    g1 = graph_of(
+        route("r", "x"), tool("b"), tool("d"), merge("m", wait=2),
+        edges=[("r", "x", "b"), ("r", "default", "d"), ("b", "result", "m"), ("d", "result", "m")],
+    )  # fmt: skip
+    f = run_one(g1, run_one(g1, frontier.start(g1, "r"), "x"))
+    assert f.ready == (Activation("m", ("b",)),), "only one branch is live: it is enough"
+
+
+def test_skips_propagate_through_chains_and_a_node_with_every_input_skipped() -> None:
+    g = graph_of(
+        route("r", "x"), tool("a1"), tool("a2"), tool("a3"), tool("b"), merge("m"), tool("z"),
+        edges=[("r", "x", "a1"), ("a1", "result", "a2"), ("a2", "result", "a3"), ("a3", "result", "m"),
+               ("r", "default", "b"), ("b", "result", "m"), ("m", "result", "z")],
+    )  # fmt: skip
+    f = run_one(g, frontier.start(g, "r"), "default")
+    assert f.skipped == ("a1", "a2", "a3")
+    f = run_one(g, f)  # b
+    assert f.ready == (Activation("m", ("b",)),)
+    f = run_one(g, frontier.start(g, "r"), None)  # fired nothing: everything after is skipped
+    assert f.empty and set(f.skipped) == {"a1", "a2", "a3", "b", "m", "z"}
+
+
+def test_a_node_that_does_not_join_runs_once_per_link_that_fires() -> None:
+    g = graph_of(
+        tool("a"), tool("b"), tool("c"), tool("t"),
+        edges=[("a", "result", "b"), ("a", "result", "c"), ("b", "result", "t"), ("c", "result", "t")],
+    )  # fmt: skip
+    f = run_one(g, run_one(g, run_one(g, frontier.start(g, "a"))))
+    assert f.ready == (Activation("t", ("b",)), Activation("t", ("c",)))
+
+
+def test_the_error_port_fires_and_the_result_port_is_skipped() -> None:
+    g = graph_of(
+        tool("a"), tool("ok"), tool("bad"), merge("m"),
+        edges=[("a", "result", "ok"), ("a", "error", "bad"), ("ok", "result", "m"), ("bad", "result", "m")],
+    )  # fmt: skip
+    f = run_one(g, frontier.start(g, "a"), "error")
+    assert f.ready == (Activation("bad", ("a",)),) and f.skipped == ("ok",)
+
+
+def test_a_wait_fires_its_port_when_the_database_time_has_come() -> None:
+    g = graph_of(
+        tool("a"), tool("b"), tool("c"), merge("m"),
+        edges=[("a", "result", "b"), ("a", "result", "c"), ("b", "result", "m"), ("c", "result", "m")],
+    )  # fmt: skip
+    f = run_one(g, frontier.start(g, "a"))
+    f = run_one(g, f, later=Timer("b", "result", secs=30.0))  # b waits 30 s before its links fire
+    assert [a.node for a in f.ready] == ["c"] and f.timers == (Timer("b", "result", secs=30.0),)
+    assert frontier.earliest(f) == (30.0, None)
+    at = datetime(2026, 1, 1, 12, 0, 30, tzinfo=UTC)
+    f = frontier.stamp(f, [{"from": "b", "port": "result", "at": at.isoformat()}])
+    assert frontier.earliest(f) == (None, at.isoformat())
+    assert frontier.release(g, f, at - timedelta(seconds=1)) is f, "never before its time"
+    assert frontier.release(g, f, None) is f
+    f = run_one(g, f)  # c
+    assert not f.ready and f.arrivals == {"m": {"c/result": "fired"}}
+    f = frontier.release(g, f, at)
+    assert f.ready == (Activation("m", ("c", "b")),) and not f.timers and f.last == "b"
+
+
+def test_a_wait_that_ends_on_an_event_is_released_by_news_in_the_inbox() -> None:
+    g = graph_of(tool("a"), tool("b"), edges=[("a", "result", "b")])
+    f = run_one(g, frontier.start(g, "a"), later=Timer("a", "result", secs=3600.0, on_event=True))
+    assert frontier.release(g, f, datetime.now(UTC)) is f, "not stamped yet"
+    assert frontier.release(g, f, None, inbox_news=True).ready == (Activation("b", ("a",)),)
+    state = frontier.dump(f, {}, g)
+    assert state == {
+        "ready": [],
+        "timers": [{"from": "a", "port": "result", "secs": 3600.0, "event": True}],
+        "last": "a",
+    }
+
+
+def test_old_states_load() -> None:
+    g = graph_of(tool("a"), tool("b"), edges=[("a", "result", "b")])
+    assert frontier.load({"node": "b"}, g) == Frontier(ready=(Activation("b", ("a",)),))
+    assert frontier.load({"node": None, "after": "b"}, g) == Frontier(last="b")
+    assert frontier.load({"node": None}, g).empty
