@@ -199,6 +199,8 @@ class Engine:
         state: dict[str, Any] | None = None,
         version: int | None = None,
         enrollment_key: str | None = None,
+        start_from: str | None = None,
+        inputs: Any = None,
         workspace_id: UUID = DEFAULT_WORKSPACE,
     ) -> RunRecord:
         """Start a run on the workflow's latest version (or ``version``).
@@ -207,10 +209,13 @@ class Engine:
             payload: the run's input, checked against the workflow's ``payload_format``.
             state: starting values of the run's variables, checked against its
                 ``state_definition``; variables not given take their defaults.
+            start_from: start at this node instead of the first (seed 001
+                ``start_from_node``), with ``inputs`` as its ``{{ input }}``.
 
         Raises:
             NotFoundError: no such workflow or version.
-            ConfigError: ``payload_invalid`` or ``state_invalid``, listing each field.
+            ConfigError: ``payload_invalid`` or ``state_invalid``, listing each field;
+                ``node_not_found`` for a ``start_from`` the workflow does not have.
             ConflictError: ``run_already_active`` when another active run holds the key.
         """
         ref = workflow if isinstance(workflow, UUID) else (UUID(workflow) if _is_uuid(workflow) else None)
@@ -231,10 +236,11 @@ class Engine:
                     solution="Send the fields the workflow's payload_format declares.",
                 )
         check_start_state(config.name, config.state_definition, state)
+        first = planner.initial_state(config, state, start_from=start_from, inputs=inputs)
         try:
             run = await runs.start(
                 self.db.pool, workspace_id, uuid.uuid4(), record.workflow_id, record.version,
-                {} if payload is None else payload, planner.initial_state(config, state), enrollment_key,
+                {} if payload is None else payload, first, enrollment_key,
             )  # fmt: skip
         except asyncpg.UniqueViolationError:
             raise ConflictError(

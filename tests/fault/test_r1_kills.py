@@ -95,12 +95,14 @@ async def run_chaos(
     deadline: float,
     targeted_kills: tuple[Callable[[RecordingServer], bool], ...] = (),
     require_coverage: bool = True,
+    prelude: str = "",
 ) -> Chaos:
     """Start ``runs`` runs of ``flow`` at ``start_rate`` per second under kills; wait for all.
 
     ``targeted_kills`` are predicates on the recorder, polled in turn before the random
     kills begin: as soon as one holds, every live worker is killed (a deterministic kill
-    in the middle of the step that just called the recorder).
+    in the middle of the step that just called the recorder). ``prelude`` runs in each
+    worker before it starts (a negative control's sabotage).
     """
     rng = random.Random(seed)
     url = engine.db.url
@@ -122,7 +124,8 @@ async def run_chaos(
             failpoints=f"{armed}={PROBABILITY[armed]}",
             failpoint_seed=seed * 1000 + generation,
         )
-        return WorkerProcess(f"{flow}-g{generation}-{armed}", env, log_dir, concurrency=8), armed
+        worker = WorkerProcess(f"{flow}-g{generation}-{armed}", env, log_dir, concurrency=8, prelude=prelude)
+        return worker, armed
 
     monitor = LeaseMonitor(engine.db.pool)
 

@@ -100,3 +100,20 @@ async def test_data_a_node_cannot_use_fails_with_a_code_naming_the_node(
         done.error
     )
     assert len(await engine.list_steps(done.id)) == 1, "not retried: the data will not change"
+
+
+async def test_output_params_shape_what_is_stored_and_what_the_next_node_sees(
+    engine: Engine, worker: Worker
+) -> None:
+    await engine.publish_workflow(
+        flow(
+            "declared",
+            {"id": "lookup", "type": "tool", "tool": "echo", "args": {"value": "42"},
+             "output_params": {"value": {"type": "integer"}, "owner": {"type": "string", "default": "nobody"}}},
+            {"id": "done", "type": "finish", "output": "{{ input }}"},
+        )
+    )  # fmt: skip
+    done = await finished(engine, "declared", {})
+    assert done.status == "completed", done.error
+    assert done.output == {"value": 42, "owner": "nobody"}
+    assert (await engine.list_steps(done.id))[0].output == {"value": 42, "owner": "nobody"}

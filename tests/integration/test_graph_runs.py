@@ -8,11 +8,15 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import pytest
 
 import tests.support.tools  # noqa: F401  (registers the tools)
+from agentflow.api.app import create_app
+from agentflow.core.errors import ConfigError
 from agentflow.engine import Engine
 from agentflow.runtime.worker import Worker
+from tests.support.http_server import serve
 
 
 def flow(name: str, *nodes: dict[str, Any], edges: list[tuple[str, str, str]]) -> dict[str, Any]:
@@ -186,3 +190,52 @@ async def test_a_retried_run_goes_on_from_its_failed_activation_keeping_complete
     assert done.output == {"steady": {"value": "done once"}, "shaky": {"calls": 2}}
     ran = [s.node_id for s in await engine.list_steps(run.id) if s.status == "completed"]
     assert ran.count("steady") == 1 and ran.count("start") == 1, ran
+
+
+async def test_a_run_can_start_from_a_chosen_node_with_its_input(engine: Engine, worker: Worker) -> None:
+    await engine.publish_workflow(DIAMOND)
+    run = await engine.start_run("diamond", {}, start_from="big", inputs={"total": 7})
+    done = await engine.wait_for_run(run.id, timeout=20)
+    assert done.status == "completed", done.error
+    assert done.output == {"big": {"value": "7 is big"}}, "the join did not wait for branches that cannot run"
+    assert [s.node_id for s in await engine.list_steps(run.id)] == ["big", "join", "done"]
+
+
+async def test_starting_from_a_node_the_workflow_does_not_have_is_refused(engine: Engine) -> None:
+    await engine.publish_workflow(DIAMOND)
+    with pytest.raises(ConfigError) as info:
+        await engine.start_run("diamond", {}, start_from="nowhere")
+    assert info.value.info.code == "node_not_found"
+    assert "no node 'nowhere'; its nodes: audit, big, done, join, route, small" in info.value.info.message
+    assert await engine.list_runs(workflow="diamond") == [], "nothing was started"
+
+
+async def test_the_api_starts_from_a_node_and_shows_each_nodes_summary(
+    engine: Engine, worker: Worker
+) -> None:
+    await engine.publish_workflow(DIAMOND)
+    async with serve(create_app(engine)) as base, httpx.AsyncClient(base_url=base) as client:
+        runs_url = "/api/ai/workflows/diamond/runs"
+        started = await client.post(runs_url, json={"payload": {"total": 500}})
+        assert started.status_code == 201, started.text
+        await engine.wait_for_run(started.json()["id"], timeout=20)
+        detail = (await client.get(f"{runs_url}/{started.json()['id']}")).json()
+        assert detail["status"] == "completed" and detail["duration_ms"] > 0
+        nodes = detail["nodes"]
+        assert set(nodes) == {"route", "big", "audit", "small", "join", "done"}
+        assert nodes["small"] == {
+            "status": "skipped", "attempts": 0, "runs": 0, "started_at": None, "finished_at": None, "duration_ms": None,
+        }  # fmt: skip
+        assert (
+            nodes["join"]["status"] == "completed"
+            and nodes["join"]["runs"] == 1
+            and nodes["join"]["duration_ms"] >= 0
+        )
+        from_node = await client.post(runs_url, json={"start_from_node": "small", "inputs": {"total": 3}})
+        assert from_node.status_code == 201, from_node.text
+        done = await engine.wait_for_run(from_node.json()["id"], timeout=20)
+        assert done.output == {"small": {"value": "3 is small"}}
+        missing = await client.post(runs_url, json={"start_from_node": "nope"})
+        assert missing.status_code == 422 and missing.json()["error"]["code"] == "node_not_found", (
+            missing.text
+        )

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from uuid import uuid4
 
 from agentflow.core.definitions import StructuredConfig, validate_config
 from agentflow.core.graph import frontier
 from agentflow.core.graph.frontier import Activation, Frontier, Timer
 from agentflow.core.graph.model import Graph
+from agentflow.core.graph.summaries import node_summaries
+from agentflow.core.records import StepRecord
 
 
 def graph_of(*nodes: dict[str, Any], edges: list[tuple[str, str, str]], start: str | None = None) -> Graph:
@@ -186,3 +189,34 @@ def test_old_states_load() -> None:
     assert frontier.load({"node": "b"}, g) == Frontier(ready=(Activation("b", ("a",)),))
     assert frontier.load({"node": None, "after": "b"}, g) == Frontier(last="b")
     assert frontier.load({"node": None}, g).empty
+
+
+def test_a_run_started_at_a_node_does_not_wait_for_branches_that_cannot_come() -> None:
+    f = frontier.start_at(DIAMOND, "p", {"n": 3})
+    assert f.ready == (Activation("p", (), True, {"n": 3}),)
+    assert f.arrivals == {"m": {"q/result": "skipped"}}
+    state = frontier.dump(f, {}, DIAMOND)
+    assert state["ready"] == [{"node": "p", "via": [], "input": {"n": 3}}]
+    assert frontier.load(state, DIAMOND) == f
+    f = run_one(DIAMOND, f)
+    assert f.ready == (Activation("m", ("p",)),)
+
+
+def test_node_summaries_from_steps_and_skips() -> None:
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def step(seq: int, node: str | None, status: str, attempt: int = 1) -> StepRecord:
+        began = t0 + timedelta(seconds=seq)
+        return StepRecord(
+            seq, uuid4(), seq, attempt, node, "tool", None, status, None, None, None, "k", "w", 1,
+            began, began + timedelta(milliseconds=250), 0, 0, 0, 0,  # type: ignore[arg-type]
+        )  # fmt: skip
+
+    steps = [step(0, "a", "failed"), step(0, "a", "completed", 2), step(1, None, "completed"), step(2, "t", "completed"),
+             step(3, "t", "completed")]  # fmt: skip
+    found = node_summaries(steps, ["x"])
+    assert found["a"]["status"] == "completed" and found["a"]["attempts"] == 2 and found["a"]["runs"] == 1
+    assert found["a"]["duration_ms"] == 500.0 and found["a"]["started_at"] == t0
+    assert found["t"]["runs"] == 2
+    assert found["x"] == {"status": "skipped", "attempts": 0, "runs": 0}
+    assert set(found) == {"a", "t", "x"}

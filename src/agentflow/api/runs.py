@@ -8,8 +8,18 @@ from uuid import UUID
 from fastapi import APIRouter, Body, Query, Response
 
 from agentflow.api.deps import EngineDep, WorkspaceDep, run_ref, workflow_ref
-from agentflow.api.schemas import ERROR_RESPONSES, Run, RunDetail, RunList, StartRun, Step, conflict
+from agentflow.api.schemas import (
+    ERROR_RESPONSES,
+    NodeSummary,
+    Run,
+    RunDetail,
+    RunList,
+    StartRun,
+    Step,
+    conflict,
+)
 from agentflow.core.errors import NotFoundError
+from agentflow.core.graph.summaries import node_summaries
 from agentflow.core.records import RunRecord
 from agentflow.core.statuses import RunStatus
 from agentflow.engine import Engine
@@ -60,7 +70,9 @@ async def start_run(
 
     422 ``payload_invalid`` when the payload does not match the workflow's ``payload_format``,
     ``state_invalid`` when ``state`` does not match its ``state_definition`` (unknown or
-    mistyped variables); ``details.errors`` lists each field.
+    mistyped variables); ``details.errors`` lists each field. With ``start_from_node`` the run
+    starts at that node with ``inputs`` as its ``{{ input }}`` (422 ``node_not_found`` for a
+    node the workflow does not have).
     """
     request = request or StartRun()
     workflow = await engine.get_workflow(workflow_ref(workflow_id), workspace_id=workspace)
@@ -70,6 +82,8 @@ async def start_run(
         state=request.state,
         version=request.version,
         enrollment_key=request.enrollment_key,
+        start_from=request.start_from_node,
+        inputs=request.inputs,
         workspace_id=workspace,
     )
     response.headers["Location"] = f"/api/ai/workflows/{workflow.id}/runs/{run.id}"
@@ -81,7 +95,13 @@ async def get_run(workflow_id: str, run_id: str, engine: EngineDep, workspace: W
     """A run of this workflow with its step timeline (every attempt, in order)."""
     run = await _run_of(engine, workspace, workflow_id, run_id)
     steps = await engine.list_steps(run.id, workspace_id=workspace)
-    return RunDetail(**Run.model_validate(run).model_dump(), steps=[Step.model_validate(s) for s in steps])
+    skipped = run.state.get("skipped") if isinstance(run.state, dict) else None
+    nodes = node_summaries(steps, skipped if isinstance(skipped, list) else [])
+    return RunDetail(
+        **Run.model_validate(run).model_dump(),
+        steps=[Step.model_validate(s) for s in steps],
+        nodes={node_id: NodeSummary.model_validate(summary) for node_id, summary in nodes.items()},
+    )
 
 
 @router.post(

@@ -94,6 +94,13 @@ class StartRun(BaseModel):
     enrollment_key: str | None = Field(
         default=None, min_length=1, max_length=500, description="At most one active run per key."
     )
+    start_from_node: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="Start at this node instead of the first; ``inputs`` is its ``{{ input }}``.",
+    )
+    inputs: Any = Field(default=None, description="The ``{{ input }}`` of ``start_from_node``.")
 
 
 class Run(_Out):
@@ -132,6 +139,9 @@ class Run(_Out):
     updated_at: datetime
     completed_at: datetime | None
     canceled_at: datetime | None
+    duration_ms: float | None = Field(
+        default=None, description="From its first claim to its end (null until then)."
+    )
     trigger: dict[str, Any] | None = Field(
         default=None,
         description="What started the run: `source` (event, public, private, schedule) and the"
@@ -170,10 +180,25 @@ class Step(_Out):
     model: str | None = Field(default=None, description="The model a decision step asked.")
 
 
+class NodeSummary(BaseModel):
+    """What one node of a structured run did."""
+
+    status: str = Field(
+        description="`completed`, `failed` (its last attempt) or `skipped` (a branch not taken)."
+    )
+    attempts: int
+    runs: int = Field(description="Completed executions (more than one when several branches lead to it).")
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    duration_ms: float | None = Field(default=None, description="The sum of its attempts.")
+
+
 class RunDetail(Run):
-    """A run with its step timeline (every attempt, in order)."""
+    """A run with its step timeline (every attempt, in order) and, for a structured run, a
+    summary per node."""
 
     steps: list[Step]
+    nodes: dict[str, NodeSummary] = Field(default_factory=dict)
 
 
 class RunList(BaseModel):

@@ -20,6 +20,10 @@ def start(
         None, "--state", help="Starting values of the run's variables, as a JSON object."
     ),
     version: int | None = typer.Option(None, help="Pin a version (default: the latest)."),
+    from_node: str | None = typer.Option(
+        None, "--from-node", help="Start at this node instead of the first."
+    ),
+    inputs: str | None = typer.Option(None, "--inputs", help="With --from-node: that node's input, as JSON."),
     wait: bool = typer.Option(
         False, "--wait", help="Wait for the run to end (needs a worker); exit 1 unless it completed."
     ),
@@ -30,9 +34,12 @@ def start(
     """Start a run."""
     data = parse_json_option(payload, "--payload")
     variables = parse_json_option(state, "--state")
+    given = parse_json_option(inputs, "--inputs")
 
     async def go(engine: Engine) -> bool:
-        run = await engine.start_run(workflow, data, state=variables, version=version)
+        run = await engine.start_run(
+            workflow, data, state=variables, version=version, start_from=from_node, inputs=given
+        )
         console.print(f"started run [bold]{run.id}[/] (version {run.workflow_version})")
         if not wait:
             return True

@@ -16,6 +16,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
 from agentflow.core.durations import parse_duration
+from agentflow.core.graph.output_params import MAX_PARAMS, OutputParam, params_schema
 from agentflow.core.retry import RetryPolicy
 from agentflow.core.state_definition import MAX_VARIABLES
 
@@ -90,6 +91,11 @@ class NodeSpec(BaseModel):
     retry: RetryPolicy | None = None
     timeout: Duration | None = None
     save_to_state: dict[str, Any] | None = Field(default=None, max_length=MAX_VARIABLES)
+    output_params: dict[str, OutputParam] | None = Field(
+        default=None,
+        max_length=MAX_PARAMS,
+        description="Declared output: only these keys, coerced to their types, defaults when missing.",
+    )
 
     def output_ports(self) -> tuple[str, ...]:
         """This node's output ports (a kind may derive them from its config)."""
@@ -101,8 +107,17 @@ class NodeSpec(BaseModel):
         return resolved
 
     def output_schema(self, port: str) -> dict[str, Any]:
-        """JSON Schema of what this node sends down ``port``."""
-        return ERROR_OUTPUT if port == ERROR_PORT else self.result_schema
+        """JSON Schema of what this node sends down ``port``: its error, its declared
+        ``output_params``, else what its kind declares."""
+        if port == ERROR_PORT:
+            return ERROR_OUTPUT
+        if self.output_params:
+            return params_schema(self.output_params)
+        return self.declared_schema(port)
+
+    def declared_schema(self, port: str) -> dict[str, Any]:
+        """What the kind declares its ``port`` sends (a kind may derive it from its config)."""
+        return self.result_schema
 
     @field_validator("timeout", mode="before")
     @classmethod

@@ -16,7 +16,7 @@ from typing import Any
 
 from agentflow.core.agent_state import AgentState
 from agentflow.core.definitions import AgentConfig, StructuredConfig
-from agentflow.core.errors import ErrorInfo
+from agentflow.core.errors import ConfigError, ErrorInfo
 from agentflow.core.graph import frontier
 from agentflow.core.graph.frontier import Activation
 from agentflow.core.inbox import AWAITING_EVENT
@@ -87,16 +87,41 @@ class Transition:
 
 
 def initial_state(
-    config: StructuredConfig | AgentConfig, variables: dict[str, Any] | None = None
+    config: StructuredConfig | AgentConfig,
+    variables: dict[str, Any] | None = None,
+    *,
+    start_from: str | None = None,
+    inputs: Any = None,
 ) -> dict[str, Any]:
-    """The state a new run starts with: its first node and, when the workflow declares a
-    ``state_definition``, every variable (``variables`` given, else defaults; already checked).
-    An agent run starts deciding (``agentflow.core.agent_state``)."""
+    """The state a new run starts with: its first node (or ``start_from``, whose ``{{ input }}``
+    is then ``inputs``) and, when the workflow declares a ``state_definition``, every variable
+    (``variables`` given, else defaults; already checked). An agent run starts deciding
+    (``agentflow.core.agent_state``).
+
+    Raises:
+        ConfigError: ``node_not_found`` when ``start_from`` is not a node of the workflow, or
+            the workflow is an agent workflow.
+    """
     if isinstance(config, AgentConfig):
+        if start_from is not None:
+            raise ConfigError("node_not_found", "an agent workflow has no nodes to start from")
         return AgentState().to_json()
-    if config.state_definition is None:
-        return {"node": config.start_id}
-    return {"node": config.start_id, "vars": initial_variables(config.state_definition, variables)}
+    kept = (
+        {}
+        if config.state_definition is None
+        else {"vars": initial_variables(config.state_definition, variables)}
+    )
+    if start_from is None:
+        return {"node": config.start_id, **kept}
+    if start_from not in config.graph.nodes:
+        known = ", ".join(sorted(config.graph.nodes))
+        raise ConfigError(
+            "node_not_found",
+            f"workflow {config.name!r} has no node {start_from!r}; its nodes: {known}",
+            solution="Start from one of the workflow's node ids.",
+        )
+    began = frontier.start_at(config.graph, start_from, inputs)
+    return frontier.dump(began, kept, config.graph)
 
 
 def variables(state: dict[str, Any]) -> dict[str, Any]:
@@ -150,6 +175,8 @@ def node_input(
     """What ``{{ input }}`` is for ``activation``: the output of the predecessor whose link
     made it ready (by predecessor id for a node that joins); the run's input for the first."""
     node = config.node(activation.node)
+    if activation.supplied:
+        return activation.input
     if not activation.via:
         return run_input if node.id == config.start_id or not config.predecessors(node.id) else None
     if node.joins:

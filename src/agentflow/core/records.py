@@ -86,6 +86,14 @@ class RunRecord(_FromRow):
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", RunStatus(self.status))
 
+    @property
+    def duration_ms(self) -> float | None:
+        """From its first claim to its end, in milliseconds (None until it has ended)."""
+        ended = self.completed_at or self.canceled_at
+        if ended is None or self.started_at is None:
+            return None
+        return (ended - self.started_at).total_seconds() * 1000
+
 
 @dataclass(frozen=True)
 class StepRecord(_FromRow):

@@ -16,6 +16,7 @@ from typing import Any
 from agentflow.core import planner
 from agentflow.core.definitions import StructuredConfig
 from agentflow.core.errors import ErrorInfo, StepFailure
+from agentflow.core.graph.output_params import shape_output
 from agentflow.core.inbox import EMPTY, Inbox
 from agentflow.core.payload_format import with_nested_keys
 from agentflow.core.planner import NodeResult, Transition
@@ -143,6 +144,8 @@ async def execute(
                 f"step {node.id!r} did not finish within {timeout:g}s",
                 solution="Make the step faster or raise its 'timeout'.",
             ) from None
+        if node.output_params:
+            result = replace(result, output=shape_output(node.id, node.output_params, result.output))
         json_codec.encode(result.output)  # refuse what jsonb cannot store, as a step failure
         json_codec.encode(step_input)
         # Saved in this step's own checkpoint (the state document), so no extra write.

@@ -14,7 +14,7 @@ from agentflow.core.templating.references import Path, template_reads
 
 Problem = dict[str, str]
 
-TEMPLATE_FIELDS_EXCLUDED = {"id", "type", "name", "next", "retry", "timeout"}
+TEMPLATE_FIELDS_EXCLUDED = {"id", "type", "name", "next", "retry", "timeout", "output_params"}
 """Node fields that are never templates; every other field may hold some."""
 
 

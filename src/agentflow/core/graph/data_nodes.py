@@ -19,7 +19,7 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from agentflow.core import conditions
 from agentflow.core.json_paths import parse_path
-from agentflow.core.node_specs import ANY, ERROR_OUTPUT, ERROR_PORT, NodeSpec, register_node_spec
+from agentflow.core.node_specs import ANY, NodeSpec, register_node_spec
 
 MAX_EXPRESSION = 2_000
 LIST_SCHEMA: dict[str, Any] = {"type": "array"}
@@ -63,10 +63,8 @@ class MappingNode(NodeSpec):
             self._compiled = jmespath.compile(self.expression or "@")
         return self._compiled.search(document)
 
-    def output_schema(self, port: str) -> dict[str, Any]:
+    def declared_schema(self, port: str) -> dict[str, Any]:
         """With ``output``: an object with exactly its keys (nested objects likewise)."""
-        if port == ERROR_PORT:
-            return ERROR_OUTPUT
         return _shape(self.output) if self.output is not None else ANY
 
 

@@ -35,10 +35,14 @@ class Activation:
     Attributes:
         node: the node's id.
         via: the predecessors whose links made it ready (one; for a join, every one that fired).
+        supplied: its ``input`` was given when the run started there (``start_from``).
+        input: that input.
     """
 
     node: str
     via: tuple[str, ...] = ()
+    supplied: bool = False
+    input: Any = None
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,22 @@ def start(graph: Graph, entry: str) -> Frontier:
     return Frontier(ready=(Activation(entry),))
 
 
+def start_at(graph: Graph, node: str, given: Any) -> Frontier:
+    """The frontier of a run started at ``node`` with ``given`` as its input (seed 001's
+    ``start_from_node``). What cannot run before it (nodes it cannot reach) never will, so
+    their links into nodes it can reach count as skipped: a join there waits only for the
+    branches that can still come."""
+    reach = set(graph.reachable(node))
+    moved = _Moves.of(graph, Frontier(ready=(Activation(node, (), True, given),)))
+    for source in graph.nodes:
+        if source in reach:
+            continue
+        for link in graph.outgoing(source):
+            if link.target in reach and link.target != node:
+                moved.resolve(link, fired=False)
+    return moved.frontier(last=None)
+
+
 def load(state: dict[str, Any], graph: Graph) -> Frontier:
     """The frontier a run's state document holds (either form)."""
     if "ready" not in state and "timers" not in state:
@@ -104,7 +124,10 @@ def load(state: dict[str, Any], graph: Graph) -> Frontier:
         via = tuple(link.source for link in graph.incoming(node))
         return Frontier(ready=(Activation(node, via[:1]),))
     return Frontier(
-        ready=tuple(Activation(a["node"], tuple(a.get("via", ()))) for a in state.get("ready", ())),
+        ready=tuple(
+            Activation(a["node"], tuple(a.get("via", ())), "input" in a, a.get("input"))
+            for a in state.get("ready", ())
+        ),
         timers=tuple(_timer(t) for t in state.get("timers", ())),
         arrivals={node: dict(seen) for node, seen in state.get("arrivals", {}).items()},
         skipped=tuple(state.get("skipped", ())),
@@ -119,10 +142,12 @@ def dump(frontier: Frontier, state: dict[str, Any], graph: Graph) -> dict[str, A
     if compact and frontier.ready:
         only = frontier.ready[0]
         incoming = graph.incoming(only.node)
-        compact = len(incoming) <= 1 and only.via == tuple(link.source for link in incoming)
+        compact = (
+            not only.supplied and len(incoming) <= 1 and only.via == tuple(link.source for link in incoming)
+        )
     if compact:
         return {"node": frontier.ready[0].node if frontier.ready else None, **kept}
-    doc: dict[str, Any] = {"ready": [{"node": a.node, "via": list(a.via)} for a in frontier.ready]}
+    doc: dict[str, Any] = {"ready": [_activation_json(a) for a in frontier.ready]}
     if frontier.timers:
         doc["timers"] = [_timer_json(t) for t in frontier.timers]
     if frontier.arrivals:
@@ -132,6 +157,13 @@ def dump(frontier: Frontier, state: dict[str, Any], graph: Graph) -> dict[str, A
     if frontier.last is not None:
         doc["last"] = frontier.last
     return {**doc, **kept}
+
+
+def _activation_json(activation: Activation) -> dict[str, Any]:
+    doc: dict[str, Any] = {"node": activation.node, "via": list(activation.via)}
+    if activation.supplied:
+        doc["input"] = activation.input
+    return doc
 
 
 def _timer(doc: dict[str, Any]) -> Timer:

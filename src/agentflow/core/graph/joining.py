@@ -37,11 +37,9 @@ class MergeNode(NodeSpec):
             return fired >= 1
         return fired >= self.wait or resolved
 
-    def output_schema(self, port: str) -> dict[str, Any]:
+    def declared_schema(self, port: str) -> dict[str, Any]:
         """A list, or an object (its keys depend on which branches ran)."""
-        if port == "result":
-            return {"type": "array"} if self.combine == "list" else {"type": "object"}
-        return super().output_schema(port)
+        return {"type": "array"} if self.combine == "list" else {"type": "object"}
 
 
 def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:

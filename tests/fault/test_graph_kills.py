@@ -1,0 +1,163 @@
+"""Graph runs under kill -9: parallel branches, a wait on one branch, a join, nothing lost or
+run twice.
+
+R1's chaos (two worker processes, each generation armed with a failpoint, the test's own
+random kills) runs a graph: a start node fans out to three branches (an engine-table write,
+a wait then a step, a plain step) that a ``merge`` joins before the run finishes. Then an
+independent count checks every run completed, every node of every run was checkpointed as
+completed exactly once, every task row was written once, and every join saw all three
+branches.
+
+The negative control runs the same chaos against workers whose checkpoint writes the step
+and the run's new frontier in two statements (the step first, the frontier 0.3 s later):
+a kill in between leaves the step recorded but the frontier behind, and the count must find
+nodes run twice.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+import pytest
+
+from agentflow.engine import Engine
+from tests.fault.checks import print_verdict
+from tests.fault.test_r1_kills import chaos_report, run_chaos
+from tests.support.recording_server import RecordingServer
+
+pytestmark = pytest.mark.fault
+
+NODES = ("start", "task", "nap", "after_nap", "plain", "join", "done")
+
+
+def graph_flow(name: str) -> dict[str, Any]:
+    edges = [("start", "task"), ("start", "nap"), ("start", "plain"), ("nap", "after_nap"),
+             ("task", "join"), ("after_nap", "join"), ("plain", "join"), ("join", "done")]  # fmt: skip
+    return {
+        "name": name,
+        "kind": "structured",
+        "nodes": [
+            {"id": "start", "type": "tool", "tool": "add", "args": {"a": "{{ payload.i }}", "b": 1}},
+            {
+                "id": "task",
+                "type": "tool",
+                "tool": "checkpointed_task",
+                "args": {"title": "call {{ payload.i }}"},
+            },
+            {"id": "nap", "type": "wait", "duration": "0.3s"},
+            {"id": "after_nap", "type": "tool", "tool": "add", "args": {"a": "{{ steps.start }}", "b": 10}},
+            {"id": "plain", "type": "tool", "tool": "add", "args": {"a": "{{ steps.start }}", "b": 100}},
+            {"id": "join", "type": "merge"},
+            {"id": "done", "type": "finish", "output": "{{ input }}"},
+        ],
+        "edges": [{"from": a, "to": b} for a, b in edges],
+    }
+
+
+# Checkpoint the step with the run's old state, then write the new one 0.3 s later: progress
+# that is not atomic with the step (what the engine must never do).
+TWO_STATEMENTS = """
+import asyncio
+from dataclasses import replace
+import agentflow.store.runs as runs
+_real = runs.checkpoint
+_written = {}
+async def _split(pool, ws, run_id, token, owner, run, step, effects=runs.Effects()):
+    old = _written.get(run_id)
+    if old is None:
+        old = await pool.fetchval("SELECT state FROM runs WHERE id = $1", run_id)
+    done = await _real(pool, ws, run_id, token, owner, replace(run, state=old), step, effects)
+    if done is not None:
+        await asyncio.sleep(0.3)
+        await pool.execute("UPDATE runs SET state = $2 WHERE id = $1 AND fencing_token = $3",
+                           run_id, run.state, token)
+        _written[run_id] = run.state
+    return done
+runs.checkpoint = _split
+"""
+
+
+async def count(pool: asyncpg.Pool, run_ids: list[UUID]) -> dict[str, Any]:
+    """The independent reconciliation: per run, node and table."""
+    rows = await pool.fetch(
+        "SELECT r.id, r.status, r.output, s.node_id, count(s.id) FILTER (WHERE s.status = 'completed') AS n"
+        " FROM runs r LEFT JOIN run_steps s ON s.run_id = r.id WHERE r.id = ANY($1)"
+        " GROUP BY r.id, r.status, r.output, s.node_id",
+        run_ids,
+    )
+    tasks = dict(
+        await pool.fetch("SELECT run_id, count(*) FROM tasks WHERE run_id = ANY($1) GROUP BY run_id", run_ids)
+    )
+    by_run: dict[UUID, dict[str, Any]] = {}
+    for row in rows:
+        entry = by_run.setdefault(row["id"], {"status": row["status"], "output": row["output"], "steps": {}})
+        if row["node_id"] is not None:
+            entry["steps"][row["node_id"]] = row["n"]
+    twice = sorted({n for e in by_run.values() for n, k in e["steps"].items() if k > 1})
+    return {
+        "runs": len(run_ids),
+        "lost": {
+            "runs_not_completed": sum(1 for e in by_run.values() if e["status"] != "completed"),
+            "node_checkpoints": sum(1 for e in by_run.values() for n in NODES if e["steps"].get(n, 0) == 0),
+            "task_rows": sum(1 for run_id in run_ids if tasks.get(run_id, 0) == 0),
+            "joined_branches": sum(
+                3 - len(e["output"] or {}) for e in by_run.values() if e["status"] == "completed"
+            ),
+        },
+        "duplicated": {
+            "node_checkpoints": sum(max(k - 1, 0) for e in by_run.values() for k in e["steps"].values()),
+            "nodes_run_twice": twice,
+            "task_rows": sum(max(n - 1, 0) for n in tasks.values()),
+        },
+    }
+
+
+@pytest.mark.timeout(240)
+async def test_graph_runs_under_kills_run_every_node_once_and_join_every_branch(
+    engine: Engine, recorder: RecordingServer, log_dir: Path
+) -> None:
+    seed = int(os.environ.get("AGENTFLOW_FAULT_SEED") or random.SystemRandom().randrange(1, 10**6))
+    print(f"\ngraph kills seed={seed} (rerun with AGENTFLOW_FAULT_SEED={seed})")
+    await engine.publish_workflow(graph_flow("graph-kills"))
+    chaos = await run_chaos(
+        engine, recorder, log_dir, flow="graph-kills", runs=60, seed=seed, start_rate=8.0, deadline=180.0
+    )
+    verdict = await count(engine.db.pool, chaos.run_ids)
+    verdict.update(chaos_report(chaos), test_kills=chaos.test_kills)
+    print_verdict("graph kills", verdict)
+
+    assert chaos.supervisor.crashes == [], chaos.supervisor.crashes[:2]
+    assert verdict["lost"] == {
+        "runs_not_completed": 0,
+        "node_checkpoints": 0,
+        "task_rows": 0,
+        "joined_branches": 0,
+    }
+    assert verdict["duplicated"] == {"node_checkpoints": 0, "nodes_run_twice": [], "task_rows": 0}, (
+        f"seed {seed}"
+    )
+    assert chaos.monitor.summary()["orphaned_runs"] > 0, (
+        "no kill hit a run in flight: the test proved nothing"
+    )
+
+
+@pytest.mark.timeout(180)
+async def test_graph_kills_negative_control_finds_nodes_run_twice_when_progress_is_not_atomic(
+    engine: Engine, recorder: RecordingServer, log_dir: Path
+) -> None:
+    seed = int(os.environ.get("AGENTFLOW_FAULT_SEED") or random.SystemRandom().randrange(1, 10**6))
+    print(f"\ngraph kills negative seed={seed}")
+    await engine.publish_workflow(graph_flow("graph-kills-neg"))
+    chaos = await run_chaos(
+        engine, recorder, log_dir, flow="graph-kills-neg", runs=40, seed=seed, start_rate=8.0, deadline=150.0,
+        require_coverage=False, prelude=TWO_STATEMENTS,
+    )  # fmt: skip
+    verdict = await count(engine.db.pool, chaos.run_ids)
+    verdict.update(chaos_report(chaos))
+    print_verdict("graph kills negative", verdict)
+    assert verdict["duplicated"]["node_checkpoints"] >= 1, verdict
