@@ -96,13 +96,15 @@ async def run_chaos(
     targeted_kills: tuple[Callable[[RecordingServer], bool], ...] = (),
     require_coverage: bool = True,
     prelude: str = "",
+    probability: float | None = None,
 ) -> Chaos:
     """Start ``runs`` runs of ``flow`` at ``start_rate`` per second under kills; wait for all.
 
     ``targeted_kills`` are predicates on the recorder, polled in turn before the random
     kills begin: as soon as one holds, every live worker is killed (a deterministic kill
     in the middle of the step that just called the recorder). ``prelude`` runs in each
-    worker before it starts (a negative control's sabotage).
+    worker before it starts (a negative control's sabotage); ``probability`` overrides how
+    often an armed failpoint fires (a workload with many more steps needs it lower).
     """
     rng = random.Random(seed)
     url = engine.db.url
@@ -121,7 +123,7 @@ async def run_chaos(
             lease_ttl=LEASE_TTL,
             poll_interval=0.2,
             max_rescues=20,
-            failpoints=f"{armed}={PROBABILITY[armed]}",
+            failpoints=f"{armed}={probability or PROBABILITY[armed]}",
             failpoint_seed=seed * 1000 + generation,
         )
         worker = WorkerProcess(f"{flow}-g{generation}-{armed}", env, log_dir, concurrency=8, prelude=prelude)

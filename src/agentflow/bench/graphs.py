@@ -104,3 +104,53 @@ async def _bytes_written(pool: Any, run_id: UUID) -> int:
         run_id,
     )
     return int(value)
+
+
+TARGET_W5_SECONDS = 1.0
+
+
+def fan_out(name: str, items: int, concurrency: int) -> dict[str, Any]:
+    """One for_each over ``items`` trivial items, joined."""
+    return {
+        "name": name,
+        "kind": "structured",
+        "nodes": [
+            {"id": "each", "type": "for_each", "items": f"{{{{ range({items}) | list }}}}",
+             "concurrency": concurrency, "max_items": items},
+            _noop("item"),
+            {"id": "joined", "type": "finish", "output": "{{ input | length }}"},
+        ],
+        "edges": [{"from": "each", "port": "iteration", "to": "item"},
+                  {"from": "each", "port": "done", "to": "joined"}],
+    }  # fmt: skip
+
+
+async def w5(ctx: BenchContext) -> WorkloadResult:
+    """Wall time of one run that fans 1,000 trivial items out as child runs and joins them."""
+    items = 1000 if ctx.sizes.w1_runs >= 1000 else 200
+    concurrency = 100
+    shape = f"one run, {items} items, concurrency {concurrency}, {ctx.workers} worker processes"
+    result = WorkloadResult("W5", f"fan-out and join: {shape}")
+    workflow = await publish(ctx.engine, fan_out("bench_w5", items, concurrency))
+    ctx.progress(f"W5: one run of {items} items")
+    async with worker_group(ctx.url, ctx.workers, ctx.concurrency) as group:
+        run = await ctx.engine.start_run(workflow)
+        done = await ctx.engine.wait_for_run(run.id, timeout=300)
+        group.check_alive()
+    if done.status != "completed" or done.completed_at is None:
+        raise RuntimeError(f"the W5 run ended {done.status}: {done.error}")
+    wall = (done.completed_at - done.created_at).total_seconds()
+    parent_steps = await ctx.engine.db.pool.fetchval(
+        "SELECT count(*) FROM run_steps WHERE run_id = $1", run.id
+    )
+    result.add(
+        f"wall, {items} items fanned out and joined", wall, "s", target=Target("<=", TARGET_W5_SECONDS, "s")
+    )
+    result.add("per item", wall / items * 1000, "ms", floor=ctx.floor.commit.p50)
+    result.details = {
+        "items": items,
+        "concurrency": concurrency,
+        "output": done.output,
+        "parent_steps": parent_steps,
+    }
+    return result

@@ -42,6 +42,7 @@ WORKLOADS: dict[str, Workload] = {
     "W4": sleep.w4,
     "W4-10k": sleep.w4_10k,
     "G1": graphs.g1,
+    "W5": graphs.w5,
     "E1": ingest.e1,
     "E2": event_latency.e2,
     "E3": dispatch.e3,

@@ -76,6 +76,9 @@ class NodeSpec(BaseModel):
     failing the run."""
     config_ports: ClassVar[str | None] = None
     """Where the config names more ports, for a builder (``branches[].port``), else None."""
+    body_ports: ClassVar[tuple[str, ...]] = ()
+    """Ports whose links lead into a sub-graph the node runs itself (a loop's body): neither
+    fired nor skipped in the run's own frontier."""
     joins: ClassVar[bool] = False
     """True: one execution waits for every live incoming edge and sees their outputs by
     predecessor id. False: the node runs once for each incoming edge that fires."""

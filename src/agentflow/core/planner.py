@@ -19,6 +19,7 @@ from agentflow.core.definitions import AgentConfig, StructuredConfig
 from agentflow.core.errors import ConfigError, ErrorInfo
 from agentflow.core.graph import frontier
 from agentflow.core.graph.frontier import Activation
+from agentflow.core.graph.looping import POLL_SECONDS
 from agentflow.core.inbox import AWAITING_EVENT
 from agentflow.core.node_specs import ERROR_PORT, NodeSpec
 from agentflow.core.retry import RetryPolicy
@@ -40,6 +41,7 @@ class NodeResult:
         passes_inbox: the step did not use ``inbox``: its checkpoint leaves the rows for the
             next step instead of consuming them (a wait hands on what arrived).
         port: the output port whose edges fire (a condition's chosen branch).
+        loop_items: a ``for_each``'s items, each to run as a child run.
     """
 
     output: Any = None
@@ -49,6 +51,7 @@ class NodeResult:
     wake_on_event: bool = False
     passes_inbox: bool = False
     port: str = "result"
+    loop_items: list[Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,9 @@ class Transition:
         error: the run's error when it fails.
         handled: the step failed for good but the run goes on down the node's ``error`` port,
             with ``step_output`` (the error) as the failed step's output.
+        children: loop items to insert as child runs (``item_index``, ``state``, ``released``).
+        release: per loop (its step), let its items below this index run.
+        cancel_loops: loops (their steps) whose unfinished items are canceled.
     """
 
     status: RunStatus
@@ -78,6 +84,9 @@ class Transition:
     extra: dict[str, Any] = field(default_factory=dict)
     handled: bool = False
     step_output: Any = None
+    children: tuple[dict[str, Any], ...] = ()
+    release: tuple[tuple[int, int], ...] = ()
+    cancel_loops: tuple[int, ...] = ()
 
     @property
     def advances(self) -> bool:
@@ -195,7 +204,7 @@ def on_nothing_ready(config: StructuredConfig, state: dict[str, Any], outputs: d
     left = frontier.load(state, config.graph)
     if left.empty:
         return Transition(RunStatus.COMPLETED, state, "completed", output=final_output(state, outputs))
-    return _moved(config, state, left, "completed", None)
+    return moved(config, state, left, "completed", None)
 
 
 def retry_policy(config: StructuredConfig, node: NodeSpec) -> RetryPolicy:
@@ -222,7 +231,7 @@ def on_success(
     waits = result.wake_after is not None or result.wake_at is not None
     if not waits:
         after = frontier.finish_activation(graph, before, done, result.port)
-        return _moved(config, state, after, "completed", result.output)
+        return moved(config, state, after, "completed", result.output)
     reason = AWAITING_EVENT if result.wake_on_event else "timer"
     targets = graph.outgoing(node.id, result.port)
     if (
@@ -254,10 +263,10 @@ def on_success(
         on_event=result.wake_on_event,
     )
     after = frontier.finish_activation(graph, before, done, result.port, later=timer)
-    return _moved(config, state, after, "completed", result.output)
+    return moved(config, state, after, "completed", result.output)
 
 
-def _moved(
+def moved(
     config: StructuredConfig,
     state: dict[str, Any],
     after: frontier.Frontier,
@@ -265,15 +274,22 @@ def _moved(
     output: Any,
     *,
     handled: ErrorInfo | None = None,
+    **effects: Any,
 ) -> Transition:
-    """The transition to ``after``: go on, wait for its timers, or complete."""
+    """The transition to ``after``: go on, wait (for timers, or loop items, counted again at
+    least every ``POLL_SECONDS``), or complete. ``effects``: ``Transition`` fields to set."""
     new_state = frontier.dump(after, state, config.graph)
     extra: dict[str, Any] = {"handled": True, "step_output": handled.to_json()} if handled is not None else {}
+    extra.update(effects)
     if after.ready:
         return Transition(RunStatus.IN_PROGRESS, new_state, step_status, **extra)
-    if after.timers:
+    if after.timers or after.loops:
         secs, at = frontier.earliest(after)
-        reason = AWAITING_EVENT if any(t.on_event for t in after.timers) else "timer"
+        if after.loops:
+            secs = POLL_SECONDS if secs is None else min(secs, POLL_SECONDS)
+        reason = (
+            AWAITING_EVENT if any(t.on_event for t in after.timers) else "timer" if after.timers else "loop"
+        )
         return Transition(
             RunStatus.WAITING,
             new_state,
@@ -297,7 +313,7 @@ def on_handled_failure(
     before = frontier.load(state, graph)
     done = before.ready[0] if before.ready else frontier.Activation(node.id)
     after = frontier.finish_activation(graph, before, done, ERROR_PORT)
-    return _moved(config, state, after, "failed", None, handled=error)
+    return moved(config, state, after, "failed", None, handled=error)
 
 
 def on_failure(

@@ -82,6 +82,8 @@ class RunRecord(_FromRow):
     trigger: dict[str, Any] | None = None  # what started it: source, event(s); see docs/triggers.md
     account_id: str | None = None  # the account the run is about (from its event by default)
     costs: list[dict[str, Any]] | None = None  # per-model tokens and USD (seed 002 costs[])
+    parent_step: int | None = None  # a loop item: the parent's step that started the loop
+    item_index: int | None = None  # a loop item: its place in the loop's list
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", RunStatus(self.status))

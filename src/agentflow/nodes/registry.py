@@ -11,6 +11,7 @@ from agentflow.nodes.base import NodeRunner
 from agentflow.nodes.condition import ConditionRunner
 from agentflow.nodes.data import FilterRunner, MappingRunner, SortRunner
 from agentflow.nodes.finish import FinishRunner
+from agentflow.nodes.looping import ForEachRunner
 from agentflow.nodes.merge import MergeRunner
 from agentflow.nodes.tool import ToolRunner
 from agentflow.nodes.wait import WaitRunner
@@ -23,6 +24,7 @@ RUNNERS: dict[str, NodeRunner] = {
         FinishRunner(),
         ConditionRunner(),
         MergeRunner(),
+        ForEachRunner(),
         MappingRunner(),
         FilterRunner(),
         SortRunner(),

@@ -9,13 +9,14 @@ import asyncio
 import random
 import time
 import traceback
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from agentflow.core import planner
+from agentflow.core import loops, planner
 from agentflow.core.definitions import StructuredConfig
 from agentflow.core.errors import ErrorInfo, StepFailure
+from agentflow.core.graph.looping import ForEachNode, LoopProgress
 from agentflow.core.graph.output_params import shape_output
 from agentflow.core.inbox import EMPTY, Inbox
 from agentflow.core.payload_format import with_nested_keys
@@ -56,6 +57,8 @@ class Cursor:
             loads them when it claims the run and after a checkpoint that reports new ones.
         now: the database's time at the claim or the last checkpoint (timers are released
             by it, never by the worker's clock).
+        loops: how far each running loop's items are (by the loop's step), as the worker
+            counted them before this step.
     """
 
     state: dict[str, Any]
@@ -64,6 +67,7 @@ class Cursor:
     outputs: dict[str, Any]
     inbox: Inbox = EMPTY
     now: datetime | None = None
+    loops: dict[int, LoopProgress] = field(default_factory=dict)
 
     @classmethod
     def of(cls, run: RunRecord, outputs: dict[str, Any], inbox: Inbox = EMPTY) -> Cursor:
@@ -98,6 +102,11 @@ async def execute(
     state = planner.released(config, cursor.state, cursor.now, inbox_news=bool(cursor.inbox.view()))
     activation = planner.current_activation(config, state)
     attempt = cursor.attempt + 1
+    if activation is None and "loops" in state:  # loops running: count, release, join
+        woke = loops.on_loop_wake(config, state, cursor.loops)
+        t = woke.transition
+        output = t.step_output if t.handled else woke.output
+        return _outcome(t, cursor, attempt, woke.node_id, "for_each", None, None, output, t.error, 0.0, [])
     if activation is None:  # woken with nothing ready: a trailing wait is over, or timers remain
         transition = planner.on_nothing_ready(config, state, cursor.outputs)
         kind = "finish" if transition.status is RunStatus.COMPLETED else "timers"
@@ -152,7 +161,10 @@ async def execute(
         state = await call_rendering(
             planner.save_to_state, config, state, node, env.template_context, result.output
         )
-        transition = planner.on_success(config, state, node, result)
+        if result.loop_items is not None and isinstance(node, ForEachNode):
+            transition = loops.on_loop_start(config, state, node, result.loop_items, cursor.step_seq)
+        else:
+            transition = planner.on_success(config, state, node, result)
         error = None
         tasks = [_task_doc(t) for t in ctx.tasks]
     except StepFailure as failure:
@@ -254,7 +266,13 @@ def _outcome(
         error=error.to_json() if error else None,
         duration=duration,
     )
-    return StepOutcome(transition, run, step, Effects(tasks=tasks))
+    effects = Effects(
+        tasks=tasks,
+        children=list(transition.children),
+        release=list(transition.release),
+        cancel_loops=list(transition.cancel_loops),
+    )
+    return StepOutcome(transition, run, step, effects)
 
 
 def _task_doc(task: Any) -> dict[str, Any]:

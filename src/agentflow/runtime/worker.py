@@ -38,7 +38,7 @@ from agentflow.runtime.gatekeeper import EventGate, Gatekeeper
 from agentflow.runtime.notifier import Notifier
 from agentflow.runtime.scheduler import Scheduler
 from agentflow.settings import Settings
-from agentflow.store import inbox, reads, runs
+from agentflow.store import inbox, loops, reads, runs
 from agentflow.store.database import UNAVAILABLE_ERRORS, Database, unavailable
 
 logger = logging.getLogger(__name__)
@@ -272,6 +272,10 @@ class Worker:
                 logger.info("run %s: lease lost before its step began", run.id)
                 return
             while True:
+                if not agent and "loops" in cursor.state:  # count the loops' items first
+                    running = [(o["seq"], o["total"]) for o in cursor.state["loops"]]
+                    found = await loops.progress(self.db.pool, run.workspace_id, run.id, running)
+                    cursor = replace(cursor, loops=found)
                 failpoint("before_step")
                 held.step = asyncio.ensure_future(
                     agent_step.execute(config, run, cursor, self.agents, token)
@@ -331,6 +335,8 @@ class Worker:
         self, run: RunRecord, token: int, outcome: step.StepOutcome
     ) -> runs.Checkpointed | None:
         """Write the outcome; return the checkpoint when the run still has immediate work here."""
+        if run.parent_step is not None:  # a loop item: its end wakes the loop's run
+            outcome = replace(outcome, run=replace(outcome.run, wake_parent=run.parent_run_id))
         failpoint("before_checkpoint")
         done = await runs.checkpoint(
             self.db.pool, run.workspace_id, run.id, token, self.name,

@@ -115,6 +115,49 @@ _APPROVAL = """, a AS (
     FROM r
     ON CONFLICT (workspace_id, run_id, step_seq, arguments_hash) DO NOTHING
 )"""
+# A loop's items as child runs ($CHILDREN), exactly once (one per item of the loop's step):
+# the first ones due now, the others with due_at 'infinity' until the parent releases them.
+_CHILDREN = """, k AS (
+    INSERT INTO runs (workspace_id, id, workflow_id, workflow_version, status, input, state,
+                      parent_run_id, parent_step, item_index, due_at)
+    SELECT r.workspace_id, gen_random_uuid(), p.workflow_id, p.workflow_version, 'created', p.input,
+           x.doc->'state', r.id, $13, (x.doc->>'item_index')::int,
+           CASE WHEN (x.doc->>'released')::boolean THEN now() ELSE 'infinity' END
+    FROM r JOIN runs p ON p.workspace_id = r.workspace_id AND p.id = r.id,
+         jsonb_array_elements($CHILDREN::jsonb) AS x(doc)
+    ON CONFLICT (workspace_id, parent_run_id, parent_step, item_index) WHERE parent_step IS NOT NULL
+    DO NOTHING
+    RETURNING pg_notify('agentflow_runs', '')
+)"""
+# Let a loop's items below an index run ($RELEASE: [[loop step, index], ...]).
+_RELEASE = """, rl AS (
+    UPDATE runs c SET due_at = now(), updated_at = now()
+    FROM r, jsonb_array_elements($RELEASE::jsonb) AS q(x)
+    WHERE c.workspace_id = r.workspace_id AND c.parent_run_id = r.id
+      AND c.parent_step = (q.x->>0)::int AND c.item_index < (q.x->>1)::int AND c.due_at = 'infinity'
+    RETURNING pg_notify('agentflow_runs', '')
+)"""
+# Cancel a failed loop's unfinished items ($CANCEL: loop steps): at once when no worker holds
+# them, at their step's end otherwise.
+_CANCEL_LOOPS = """, cl AS (
+    UPDATE runs c SET
+        cancel_requested = true,
+        status = CASE WHEN c.lease_owner IS NULL THEN 'canceled' ELSE c.status END,
+        status_reason = CASE WHEN c.lease_owner IS NULL THEN 'loop_failed' ELSE c.status_reason END,
+        due_at = CASE WHEN c.lease_owner IS NULL THEN NULL ELSE c.due_at END,
+        canceled_at = CASE WHEN c.lease_owner IS NULL THEN now() ELSE c.canceled_at END,
+        updated_at = now()
+    FROM r WHERE c.workspace_id = r.workspace_id AND c.parent_run_id = r.id AND c.active
+      AND c.parent_step IN (SELECT value::int FROM jsonb_array_elements_text($CANCEL::jsonb))
+)"""
+# A loop item that ended wakes its parent ($PARENT), which counts its loop's items.
+_WAKE_PARENT = """, wp AS (
+    UPDATE runs p SET due_at = now()
+    FROM r WHERE r.status IN ('completed', 'failed', 'canceled')
+      AND p.workspace_id = r.workspace_id AND p.id = $PARENT::uuid AND p.status = 'waiting'
+      AND p.due_at > now()
+    RETURNING pg_notify('agentflow_runs', '')
+)"""
 # A model call's tokens and cost, also on the workspace's day (UTC) for its daily budget.
 _WORKSPACE_USAGE = """, u AS (
     INSERT INTO workspace_usage AS w (workspace_id, day, input_tokens, output_tokens,
@@ -172,7 +215,8 @@ class RunWrite:
 
     ``inbox_seen`` is the run's delivery count as of the inbox the step saw (a wait for an event
     is due at once when the row's count is higher); ``consumed`` lists the inbox rows the step
-    used, consumed by this checkpoint.
+    used, consumed by this checkpoint; ``wake_parent`` is the loop's run, for a loop item
+    (woken when the item ends).
     """
 
     status: str
@@ -185,6 +229,7 @@ class RunWrite:
     wake_at: datetime | None = None
     inbox_seen: int = 0
     consumed: tuple[int, ...] = ()
+    wake_parent: UUID | None = None
 
 
 @dataclass(frozen=True)
@@ -210,12 +255,18 @@ class Effects:
         approval: an approval request (``id``, ``tool``, ``arguments``, ``arguments_hash``,
             ``expires_in`` seconds).
         usage: a model call's tokens and cost.
+        children: a loop's items to insert as child runs (``item_index``, ``state``, ``released``).
+        release: ``(loop step, index)``: let that loop's items below the index run.
+        cancel_loops: loop steps whose unfinished items are canceled.
     """
 
     tasks: list[dict[str, Any]] = field(default_factory=list)
     notifications: list[dict[str, Any]] = field(default_factory=list)
     approval: dict[str, Any] | None = None
     usage: ModelUsage | None = None
+    children: list[dict[str, Any]] = field(default_factory=list)
+    release: list[tuple[int, int]] = field(default_factory=list)
+    cancel_loops: list[int] = field(default_factory=list)
 
 
 NO_EFFECTS = Effects()
@@ -236,15 +287,23 @@ class Checkpointed:
 
 
 @functools.cache
-def _statement(consume: bool, tasks: bool, notes: bool, approval: bool, usage: bool) -> str:
-    """The checkpoint with only the parts this step needs (the common step needs none)."""
+def _statement(
+    consume: bool, tasks: bool, notes: bool, approval: bool, usage: bool, loops: tuple[bool, bool, bool, bool]
+) -> str:
+    """The checkpoint with only the parts this step needs (the common step needs none);
+    ``loops``: children, release, cancel, wake the parent."""
     sql, number = _CHECKPOINT, 24
     parts = ""
+    children, release, cancel, parent = loops
     for wanted, fragment, marker in (
         (consume, _CONSUME, "$ROWS"),
         (tasks, _TASKS, "$TASKS"),
         (notes, _NOTIFICATIONS, "$NOTES"),
         (approval, _APPROVAL, "$APPROVAL"),
+        (children, _CHILDREN, "$CHILDREN"),
+        (release, _RELEASE, "$RELEASE"),
+        (cancel, _CANCEL_LOOPS, "$CANCEL"),
+        (parent, _WAKE_PARENT, "$PARENT"),
     ):
         if wanted:
             parts += fragment.replace(marker, f"${number}")
@@ -301,13 +360,27 @@ async def checkpoint(
         args.append(effects.notifications)
     if effects.approval is not None:
         args.append(effects.approval)
+    if effects.children:
+        args.append(effects.children)
+    if effects.release:
+        args.append([list(pair) for pair in effects.release])
+    if effects.cancel_loops:
+        args.append(effects.cancel_loops)
+    if run.wake_parent is not None:
+        args.append(run.wake_parent)
     usage = effects.usage
     if usage is not None:
         args += [usage.model, usage.input_tokens, usage.output_tokens, usage.cached_input_tokens]
         args.append(Decimal(str(round(usage.usd_cost, 6))))
+    loops = (
+        bool(effects.children),
+        bool(effects.release),
+        bool(effects.cancel_loops),
+        run.wake_parent is not None,
+    )
     sql = _statement(
         bool(run.consumed), bool(effects.tasks), bool(effects.notifications), effects.approval is not None,
-        usage is not None,
+        usage is not None, loops,
     )  # fmt: skip
     row = await pool.fetchrow(sql, *args)
     if row is None:

@@ -26,7 +26,7 @@ def check_graph(graph: Graph, ids: list[str]) -> list[Problem]:
     problems += _check_cycles(graph)
     if problems:
         return problems
-    return _check_reachable(graph)
+    return _check_reachable(graph) + _check_bodies(graph)
 
 
 def check_inputs(graph: Graph) -> list[Problem]:
@@ -147,6 +147,54 @@ def _check_reachable(graph: Graph) -> list[Problem]:
         for node_id in graph.nodes
         if node_id not in reached
     ]
+
+
+def _check_bodies(graph: Graph) -> list[Problem]:
+    """A loop's body is what its body port leads to: entered only by that port, left only
+    through its own links (the loop's results leave by the loop's other ports)."""
+    problems: list[Problem] = []
+    outside = _reachable_outside_bodies(graph)
+    for node_id, node in graph.nodes.items():
+        loop = f"{node.type} {node_id!r}"
+        for port in node.body_ports:
+            entries = graph.outgoing(node_id, port)
+            if len(entries) != 1:
+                message = (
+                    f"{loop} needs exactly one edge from its {port!r} port, to the first node of its body"
+                )
+                problems.append(
+                    {"path": graph.paths[node_id], "message": f"{message}; it has {len(entries)}"}
+                )
+                continue
+            # What the body reaches that the graph also reaches without any loop's body port
+            # is outside the body: a link to it leaks out of the loop.
+            body = [n for n in graph.reachable(entries[0].target) if n not in outside]
+            if entries[0].target in outside:  # entered from outside the loop: the body is its own
+                body = [entries[0].target]
+            for member in body:
+                for link in graph.outgoing(member):
+                    if link.target not in body:
+                        message = f"{member!r} is in the body of {loop} and cannot lead out of it"
+                        where = f"(to {link.target!r}); results leave by the loop's ports"
+                        problems.append({"path": link.path, "message": f"{message} {where}"})
+                for link in graph.incoming(member):
+                    if link.source not in body and link is not entries[0]:
+                        message = f"{link.source!r} leads into the body of {loop} (to {member!r})"
+                        problems.append(
+                            {"path": link.path, "message": f"{message}; only its {port!r} port may"}
+                        )
+    return problems
+
+
+def _reachable_outside_bodies(graph: Graph) -> set[str]:
+    entry = graph.entry()
+    seen = [entry] if entry is not None else []
+    for node_id in seen:
+        body = graph.nodes[node_id].body_ports
+        for link in graph.outgoing(node_id):
+            if link.port not in body and link.target not in seen:
+                seen.append(link.target)
+    return set(seen)
 
 
 def _unproducible(graph: Graph, node: NodeSpec, incoming: list[Link], read: Path) -> str | None:

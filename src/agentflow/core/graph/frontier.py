@@ -68,6 +68,25 @@ class Timer:
 
 
 @dataclass(frozen=True)
+class Loop:
+    """A ``for_each`` whose items run as child runs.
+
+    Attributes:
+        node: the loop's node.
+        seq: the parent's step that started it (its children carry it as ``parent_step``).
+        total: items in the loop.
+        released: items let run so far (at most ``concurrency`` unfinished at once).
+        via: the activation's ``via`` (to run the loop again when a failed run is retried).
+    """
+
+    node: str
+    seq: int
+    total: int
+    released: int
+    via: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Frontier:
     """What a graph run has left to do.
 
@@ -79,6 +98,7 @@ class Frontier:
             that fires early (``first``) has fired.
         skipped: nodes skipped because every link into them was skipped.
         last: the node whose output a run that ends without a ``finish`` completes with.
+        loops: loops whose items are running.
     """
 
     ready: tuple[Activation, ...] = ()
@@ -86,11 +106,12 @@ class Frontier:
     arrivals: dict[str, dict[str, str]] = field(default_factory=dict)
     skipped: tuple[str, ...] = ()
     last: str | None = None
+    loops: tuple[Loop, ...] = ()
 
     @property
     def empty(self) -> bool:
-        """Nothing is ready and nothing sleeps: the run is over."""
-        return not self.ready and not self.timers
+        """Nothing is ready, asleep or looping: the run is over."""
+        return not self.ready and not self.timers and not self.loops
 
 
 def start(graph: Graph, entry: str) -> Frontier:
@@ -116,7 +137,7 @@ def start_at(graph: Graph, node: str, given: Any) -> Frontier:
 
 def load(state: dict[str, Any], graph: Graph) -> Frontier:
     """The frontier a run's state document holds (either form)."""
-    if "ready" not in state and "timers" not in state:
+    if "ready" not in state and "timers" not in state and "loops" not in state:
         node = state.get("node")
         last = state.get("after")
         if not isinstance(node, str):
@@ -132,13 +153,19 @@ def load(state: dict[str, Any], graph: Graph) -> Frontier:
         arrivals={node: dict(seen) for node, seen in state.get("arrivals", {}).items()},
         skipped=tuple(state.get("skipped", ())),
         last=state.get("last"),
+        loops=tuple(
+            Loop(o["node"], o["seq"], o["total"], o["released"], tuple(o.get("via", ())))
+            for o in state.get("loops", ())
+        ),
     )
 
 
 def dump(frontier: Frontier, state: dict[str, Any], graph: Graph) -> dict[str, Any]:
     """``state`` with ``frontier`` in it (the compact linear form when it fits)."""
     kept = {key: value for key, value in state.items() if key == "vars"}
-    compact = len(frontier.ready) <= 1 and not (frontier.timers or frontier.arrivals or frontier.skipped)
+    compact = len(frontier.ready) <= 1 and not (
+        frontier.timers or frontier.arrivals or frontier.skipped or frontier.loops
+    )
     if compact and frontier.ready:
         only = frontier.ready[0]
         incoming = graph.incoming(only.node)
@@ -156,6 +183,11 @@ def dump(frontier: Frontier, state: dict[str, Any], graph: Graph) -> dict[str, A
         doc["skipped"] = list(frontier.skipped)
     if frontier.last is not None:
         doc["last"] = frontier.last
+    if frontier.loops:
+        doc["loops"] = [
+            {"node": o.node, "seq": o.seq, "total": o.total, "released": o.released, "via": list(o.via)}
+            for o in frontier.loops
+        ]
     return {**doc, **kept}
 
 
@@ -197,14 +229,32 @@ def finish_activation(
     ready = list(frontier.ready)
     ready.remove(done)
     moved = _Moves.of(graph, frontier, ready=ready)
-    for link in graph.outgoing(done.node):
-        if link.port == port and later is None:
-            moved.resolve(link, fired=True)
-        elif link.port != port:
-            moved.resolve(link, fired=False)
+    moved.leave(done.node, port, fire=later is None)
     if later is not None:
         moved.timers.append(later)
     return moved.frontier(last=done.node)
+
+
+def start_loop(frontier: Frontier, done: Activation, seq: int, total: int, released: int) -> Frontier:
+    """The frontier once ``done`` (a ``for_each``) started its items as child runs: it leaves
+    the ready list and waits as a loop; none of its ports fire yet."""
+    ready = list(frontier.ready)
+    ready.remove(done)
+    loop = Loop(done.node, seq, total, released, done.via)
+    return replace(frontier, ready=tuple(ready), loops=(*frontier.loops, loop))
+
+
+def release_items(frontier: Frontier, loop: Loop, count: int) -> Frontier:
+    """The frontier after ``count`` more of ``loop``'s items were let run."""
+    grown = replace(loop, released=loop.released + count)
+    return replace(frontier, loops=tuple(grown if o == loop else o for o in frontier.loops))
+
+
+def end_loop(graph: Graph, frontier: Frontier, loop: Loop, port: str) -> Frontier:
+    """The frontier after ``loop`` ended by ``port`` (``done``, or ``error`` when it failed)."""
+    moved = _Moves.of(graph, replace(frontier, loops=tuple(o for o in frontier.loops if o != loop)))
+    moved.leave(loop.node, port, fire=True)
+    return moved.frontier(last=loop.node)
 
 
 def release(graph: Graph, frontier: Frontier, now: datetime | None, *, inbox_news: bool = False) -> Frontier:
@@ -244,6 +294,7 @@ class _Moves:
     timers: list[Timer]
     arrivals: dict[str, dict[str, str]]
     skipped: list[str]
+    loops: tuple[Loop, ...] = ()
 
     @classmethod
     def of(
@@ -261,10 +312,24 @@ class _Moves:
             list(frontier.timers) if timers is None else timers,
             {node: dict(seen) for node, seen in frontier.arrivals.items()},
             list(frontier.skipped),
+            frontier.loops,
         )
 
     def frontier(self, last: str | None) -> Frontier:
-        return Frontier(tuple(self.ready), tuple(self.timers), self.arrivals, tuple(self.skipped), last)
+        return Frontier(
+            tuple(self.ready), tuple(self.timers), self.arrivals, tuple(self.skipped), last, self.loops
+        )
+
+    def leave(self, node: str, port: str | None, *, fire: bool) -> None:
+        """``node`` ended by ``port``: its links fire (if ``fire``; a wait fires them later)
+        and those of its other ports are skipped; a loop's body links are neither."""
+        body = self.graph.nodes[node].body_ports
+        for link in self.graph.outgoing(node):
+            if link.port == port:
+                if fire:
+                    self.resolve(link, fired=True)
+            elif link.port not in body:
+                self.resolve(link, fired=False)
 
     def resolve(self, link: Link, *, fired: bool) -> None:
         target = self.graph.nodes[link.target]
@@ -296,5 +361,7 @@ class _Moves:
 
     def skip(self, node: str) -> None:
         self.skipped.append(node)
+        body = self.graph.nodes[node].body_ports
         for link in self.graph.outgoing(node):
-            self.resolve(link, fired=False)
+            if link.port not in body:
+                self.resolve(link, fired=False)

@@ -1,0 +1,78 @@
+"""The ``for_each`` node: run a sub-graph, the loop's body, once per item of a list.
+
+The body is what the ``iteration`` port leads to; each item runs as a child run of the
+parent's version, started at the body's first node with the item as its ``{{ input }}``,
+and ends where the body ends. At most ``concurrency`` items run at once, on any worker. When
+every item has ended the loop fires ``done`` with the items' results in list order; a failed
+item follows ``on_item_error``: ``fail`` the loop (its ``error`` port, else the run), ``skip``
+it, or ``collect`` its error in its place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+
+from agentflow.core.node_specs import ANY, NodeSpec, register_node_spec
+
+ITERATION = "iteration"
+DONE = "done"
+MAX_ITEMS = 100_000
+POLL_SECONDS = 1.0
+"""How often a waiting loop counts its items even when none woke it (a child that failed
+at its claim, or was canceled, does not wake the parent)."""
+
+
+class ForEachNode(NodeSpec):
+    """Run the loop body (the ``iteration`` port) once per item of ``items``, ``concurrency``
+    at a time; ``done`` carries the results in order."""
+
+    title: ClassVar[str] = "For each"
+    port_names: ClassVar[tuple[str, ...]] = (ITERATION, DONE, "error")
+    body_ports: ClassVar[tuple[str, ...]] = (ITERATION,)
+    type: Literal["for_each"] = "for_each"
+    items: str = Field(default="{{ input }}", max_length=10_000, description="A template giving the list.")
+    concurrency: int = Field(default=10, ge=1, le=100, description="Items running at once.")
+    max_items: int = Field(default=1000, ge=1, le=MAX_ITEMS, description="A longer list fails the loop.")
+    on_item_error: Literal["fail", "skip", "collect"] = Field(
+        default="fail",
+        description="A failed item fails the loop, is left out, or leaves its error in its place.",
+    )
+
+    def declared_schema(self, port: str) -> dict[str, Any]:
+        """``done``: the list of results; ``iteration``: one item (not known before it runs)."""
+        return {"type": "array"} if port == DONE else ANY
+
+
+def loop_results(on_item_error: str, items: list[dict[str, Any]]) -> list[Any]:
+    """The loop's output from its items' ends (each ``{status, output, error}``, in order)."""
+    if on_item_error == "collect":
+        return [i["output"] if i["status"] == "completed" else {"error": i["error"]} for i in items]
+    return [i["output"] for i in items if i["status"] == "completed"]
+
+
+register_node_spec(ForEachNode)
+
+
+@dataclass(frozen=True)
+class LoopProgress:
+    """How far a loop's items are, as the database counts them when the parent wakes.
+
+    Attributes:
+        completed / failed: items ended so far (canceled counts as failed).
+        first_failed: the lowest index of a failed item, with its ``error``.
+        items: every item's end, in order (``{status, output, error}``), once all have ended.
+    """
+
+    completed: int = 0
+    failed: int = 0
+    first_failed: int | None = None
+    first_error: dict[str, Any] | None = None
+    items: list[dict[str, Any]] | None = None
+
+    @property
+    def ended(self) -> int:
+        """Items that have ended, either way."""
+        return self.completed + self.failed

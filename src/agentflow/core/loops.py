@@ -1,0 +1,123 @@
+"""How a ``for_each`` moves its run: the items start as child runs, the parent waits, counts
+them when it wakes, lets more run, and joins them (see ``agentflow.core.graph.looping``).
+
+Pure decisions: the worker loads the counts (``LoopProgress``) and the checkpoint applies
+the effects (children inserted, items released, the rest canceled) in the same statement as
+the parent's step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from agentflow.core.definitions import StructuredConfig
+from agentflow.core.errors import ErrorInfo
+from agentflow.core.graph import frontier
+from agentflow.core.graph.frontier import Activation, Loop
+from agentflow.core.graph.looping import DONE, ITERATION, ForEachNode, LoopProgress, loop_results
+from agentflow.core.node_specs import ERROR_PORT
+from agentflow.core.planner import Transition, moved, variables
+from agentflow.core.statuses import RunStatus
+
+
+@dataclass(frozen=True)
+class LoopStep:
+    """What a parent's step about its loops records: the transition, and the step's node
+    (the loop's, when it ended; None for a step that only counted and released) and output."""
+
+    transition: Transition
+    node_id: str | None
+    output: Any
+
+
+def on_loop_start(
+    config: StructuredConfig, state: dict[str, Any], node: ForEachNode, items: list[Any], seq: int
+) -> Transition:
+    """The run after ``node`` (the ready activation) rendered ``items`` in step ``seq``: each
+    item becomes a child run starting at the body's first node; the first ``concurrency``
+    may run at once. An empty list fires ``done`` with an empty list."""
+    graph = config.graph
+    before = frontier.load(state, graph)
+    done = before.ready[0] if before.ready else Activation(node.id)
+    if not items:
+        after = frontier.finish_activation(graph, before, done, DONE)
+        return moved(config, state, after, "completed", [])
+    entry = graph.outgoing(node.id, ITERATION)[0].target
+    kept = {"vars": variables(state)} if "vars" in state else {}
+    children = tuple(
+        {
+            "item_index": index,
+            "state": frontier.dump(frontier.start_at(graph, entry, item), kept, graph),
+            "released": index < node.concurrency,
+        }
+        for index, item in enumerate(items)
+    )
+    released = min(node.concurrency, len(items))
+    after = frontier.start_loop(before, done, seq, len(items), released)
+    return moved(
+        config, state, after, "completed", {"items": len(items), "running": released}, children=children
+    )
+
+
+def on_loop_wake(
+    config: StructuredConfig, state: dict[str, Any], progress: dict[int, LoopProgress]
+) -> LoopStep:
+    """The parent woke with nothing ready but loops running: for each loop, by what the
+    database counts, fail it (an item failed and ``on_item_error`` is ``fail``), join it (every
+    item ended), or let more items run. One loop ends per step; the others are looked at in
+    the next."""
+    graph = config.graph
+    current = frontier.load(state, graph)
+    release: list[tuple[int, int]] = []
+    for loop in current.loops:
+        node = config.node(loop.node)
+        assert isinstance(node, ForEachNode)
+        seen = progress.get(loop.seq, LoopProgress())
+        if seen.failed and node.on_item_error == "fail":
+            return _failed(config, state, current, loop, node, seen, tuple(release))
+        if seen.ended >= loop.total and seen.items is not None:
+            results = loop_results(node.on_item_error, seen.items)
+            after = frontier.end_loop(graph, current, loop, DONE)
+            return LoopStep(
+                moved(config, state, after, "completed", results, release=tuple(release)), node.id, results
+            )
+        more = min(node.concurrency - (loop.released - seen.ended), loop.total - loop.released)
+        if more > 0:
+            current = frontier.release_items(current, loop, more)
+            release.append((loop.seq, loop.released + more))
+    counted = {"loops": [{"node": o.node, "released": o.released, "total": o.total} for o in current.loops]}
+    return LoopStep(moved(config, state, current, "completed", None, release=tuple(release)), None, counted)
+
+
+def _failed(
+    config: StructuredConfig,
+    state: dict[str, Any],
+    current: frontier.Frontier,
+    loop: Loop,
+    node: ForEachNode,
+    seen: LoopProgress,
+    release: tuple[tuple[int, int], ...],
+) -> LoopStep:
+    first = seen.first_error or {}
+    why = f"{first.get('code')}: {first.get('message')}"
+    error = ErrorInfo(
+        "loop_item_failed",
+        f"item {seen.first_failed} of for_each {node.id!r} failed: {why}",
+        {"node": node.id, "index": seen.first_failed, "error": first},
+        "Fix what the item needs, or set on_item_error to skip or collect.",
+    )
+    cancel = (loop.seq,)
+    if config.graph.outgoing(node.id, ERROR_PORT):
+        after = frontier.end_loop(config.graph, current, loop, ERROR_PORT)
+        handled = moved(
+            config, state, after, "failed", None, handled=error, release=release, cancel_loops=cancel
+        )
+        return LoopStep(handled, node.id, None)
+    # The loop's activation stays ready, so a retried run runs the loop again.
+    again = frontier.Frontier(ready=(Activation(loop.node, loop.via),), skipped=current.skipped)
+    left = frontier.dump(again, state, config.graph)
+    failed = Transition(
+        RunStatus.FAILED, left, "failed", reason=error.code, error=error, release=release, cancel_loops=cancel
+    )
+    return LoopStep(failed, node.id, None)

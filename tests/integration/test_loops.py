@@ -1,0 +1,152 @@
+"""for_each on the real database: items as child runs, concurrency, order, failures."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+import tests.support.tools  # noqa: F401  (registers the tools)
+from agentflow.engine import Engine
+from agentflow.runtime.worker import Worker
+
+
+def loop_flow(name: str, items: str = "{{ payload.rows }}", **loop: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "kind": "structured",
+        "nodes": [
+            {"id": "each", "type": "for_each", "items": items, **loop},
+            {"id": "double", "type": "tool", "tool": "add", "args": {"a": "{{ input }}", "b": "{{ input }}"}},
+            {"id": "label", "type": "tool", "tool": "echo", "args": {"value": "{{ input }}!"}},
+            {
+                "id": "summary",
+                "type": "finish",
+                "output": {"results": "{{ input }}", "count": "{{ input | length }}"},
+            },
+        ],
+        "edges": [
+            {"from": "each", "port": "iteration", "to": "double"},
+            {"from": "double", "to": "label"},
+            {"from": "each", "port": "done", "to": "summary"},
+        ],
+    }
+
+
+@pytest.fixture
+async def worker(engine: Engine) -> AsyncIterator[Worker]:
+    w = engine.worker(concurrency=8)
+    task = asyncio.create_task(w.run())
+    yield w
+    w.stop()
+    await asyncio.wait_for(task, 10)
+
+
+async def children(engine: Engine, run_id: Any) -> list[dict[str, Any]]:
+    rows = await engine.db.pool.fetch(
+        "SELECT item_index, status, output, parent_step FROM runs WHERE parent_run_id = $1 ORDER BY item_index",
+        run_id,
+    )
+    return [dict(r) for r in rows]
+
+
+async def test_each_item_runs_the_body_as_a_child_run_and_the_results_join_in_order(
+    engine: Engine, worker: Worker
+) -> None:
+    await engine.publish_workflow(loop_flow("doubling", concurrency=3))
+    rows = list(range(1, 8))
+    run = await engine.start_run("doubling", {"rows": rows})
+    done = await engine.wait_for_run(run.id, timeout=30)
+    assert done.status == "completed", done.error
+    assert done.output == {"results": [{"value": f"{2 * i}!"} for i in rows], "count": 7}
+    kids = await children(engine, run.id)
+    assert [k["item_index"] for k in kids] == list(range(7)) and {k["status"] for k in kids} == {"completed"}
+    assert len({k["parent_step"] for k in kids}) == 1
+    steps = await engine.list_steps(run.id)
+    assert next(s.node_id for s in steps if s.node_id is not None) == "each"
+    assert steps[-1].node_id == "summary"
+    child_steps = await engine.list_steps(await _child_id(engine, run.id, 0))
+    assert [s.node_id for s in child_steps] == ["double", "label"]
+
+
+async def _child_id(engine: Engine, run_id: Any, index: int) -> Any:
+    return await engine.db.pool.fetchval(
+        "SELECT id FROM runs WHERE parent_run_id = $1 AND item_index = $2", run_id, index
+    )
+
+
+async def test_no_more_than_concurrency_items_run_at_once(engine: Engine, worker: Worker) -> None:
+    config = loop_flow("sleepy-loop", concurrency=2)
+    config["nodes"][1] = {"id": "double", "type": "tool", "tool": "sleepy", "args": {"seconds": 0.2}}
+    await engine.publish_workflow(config)
+    run = await engine.start_run("sleepy-loop", {"rows": list(range(6))})
+    most = 0
+    while (await engine.get_run(run.id)).status not in ("completed", "failed"):
+        running = await engine.db.pool.fetchval(
+            "SELECT count(*) FROM runs WHERE parent_run_id = $1 AND status IN ('in_progress', 'waiting')"
+            " AND due_at <> 'infinity'",
+            run.id,
+        )
+        most = max(most, running)
+        await asyncio.sleep(0.02)
+    done = await engine.get_run(run.id)
+    assert done.status == "completed", done.error
+    assert done.output["count"] == 6
+    assert 1 <= most <= 2, f"{most} items ran at once"
+
+
+@pytest.mark.parametrize(
+    ("mode", "results"),
+    [("skip", [{"value": "2!"}, {"value": "6!"}]), ("collect", [{"value": "2!"}, "error", {"value": "6!"}])],
+)
+async def test_a_failed_item_is_skipped_or_collected(
+    engine: Engine, worker: Worker, mode: str, results: list[Any]
+) -> None:
+    await engine.publish_workflow(loop_flow(f"lenient-{mode}", on_item_error=mode))
+    run = await engine.start_run(f"lenient-{mode}", {"rows": [1, "not a number", 3]})
+    done = await engine.wait_for_run(run.id, timeout=30)
+    assert done.status == "completed", done.error
+    got = done.output["results"]
+    if mode == "collect":
+        assert got[1]["error"]["code"] and got[0] == results[0] and got[2] == results[2]
+    else:
+        assert got == results
+
+
+async def test_a_failed_item_fails_the_loop_with_its_index_and_cancels_the_rest(
+    engine: Engine, worker: Worker
+) -> None:
+    config = loop_flow("strict", concurrency=1)
+    await engine.publish_workflow(config)
+    run = await engine.start_run("strict", {"rows": [1, "x", 3, 4, 5]})
+    done = await engine.wait_for_run(run.id, timeout=30)
+    assert done.status == "failed"
+    assert done.error is not None and done.error["code"] == "loop_item_failed"
+    assert done.error["details"]["index"] == 1 and "item 1 of for_each 'each' failed" in done.error["message"]
+    await asyncio.sleep(0.3)
+    kids = await children(engine, run.id)
+    assert [k["status"] for k in kids][:2] == ["completed", "failed"]
+    assert {k["status"] for k in kids[2:]} == {"canceled"}, "the items not yet run were canceled"
+
+
+@pytest.mark.parametrize(
+    ("payload", "code"), [({"rows": "abc"}, "loop_not_a_list"), ({"rows": list(range(6))}, "loop_too_large")]
+)
+async def test_a_loop_over_a_non_list_or_too_many_items_fails_naming_the_node(
+    engine: Engine, worker: Worker, payload: dict[str, Any], code: str
+) -> None:
+    await engine.publish_workflow(loop_flow("bounded", max_items=5))
+    run = await engine.start_run("bounded", payload)
+    done = await engine.wait_for_run(run.id, timeout=30)
+    assert done.status == "failed" and done.error is not None and done.error["code"] == code
+    assert "for_each 'each'" in done.error["message"]
+    assert await children(engine, run.id) == []
+
+
+async def test_an_empty_list_goes_straight_to_done(engine: Engine, worker: Worker) -> None:
+    await engine.publish_workflow(loop_flow("empty-loop"))
+    run = await engine.start_run("empty-loop", {"rows": []})
+    done = await engine.wait_for_run(run.id, timeout=30)
+    assert done.status == "completed" and done.output == {"results": [], "count": 0}
