@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -25,15 +23,6 @@ ORDERS = {
 
 def flow(name: str, *nodes: dict[str, Any], **extra: Any) -> dict[str, Any]:
     return {"name": name, "kind": "structured", "nodes": list(nodes), **extra}
-
-
-@pytest.fixture
-async def worker(engine: Engine) -> AsyncIterator[Worker]:
-    w = engine.worker(concurrency=4)
-    task = asyncio.create_task(w.run())
-    yield w
-    w.stop()
-    await asyncio.wait_for(task, 10)
 
 
 async def finished(engine: Engine, name: str, payload: Any) -> Any:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -26,15 +25,6 @@ def flow(name: str, *nodes: dict[str, Any], edges: list[tuple[str, str, str]]) -
 
 def echo(node_id: str, value: Any) -> dict[str, Any]:
     return {"id": node_id, "type": "tool", "tool": "echo", "args": {"value": value}}
-
-
-@pytest.fixture
-async def worker(engine: Engine) -> AsyncIterator[Worker]:
-    w = engine.worker(concurrency=4)
-    task = asyncio.create_task(w.run())
-    yield w
-    w.stop()
-    await asyncio.wait_for(task, 10)
 
 
 async def completed(engine: Engine, name: str, payload: Any = None) -> Any:

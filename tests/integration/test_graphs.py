@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any, ClassVar, Literal
 
 import httpx
@@ -27,15 +27,6 @@ from tests.support.http_server import serve
 
 def flow(name: str, *nodes: dict[str, Any], **extra: Any) -> dict[str, Any]:
     return {"name": name, "kind": "structured", "nodes": list(nodes), **extra}
-
-
-@pytest.fixture
-async def worker(engine: Engine) -> AsyncIterator[Worker]:
-    w = engine.worker(concurrency=4)
-    task = asyncio.create_task(w.run())
-    yield w
-    w.stop()
-    await asyncio.wait_for(task, 10)
 
 
 async def test_a_graph_with_edges_runs_and_each_node_sees_its_predecessors_output(

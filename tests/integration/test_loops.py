@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -33,15 +32,6 @@ def loop_flow(name: str, items: str = "{{ payload.rows }}", **loop: Any) -> dict
             {"from": "each", "port": "done", "to": "summary"},
         ],
     }
-
-
-@pytest.fixture
-async def worker(engine: Engine) -> AsyncIterator[Worker]:
-    w = engine.worker(concurrency=8)
-    task = asyncio.create_task(w.run())
-    yield w
-    w.stop()
-    await asyncio.wait_for(task, 10)
 
 
 async def children(engine: Engine, run_id: Any) -> list[dict[str, Any]]:

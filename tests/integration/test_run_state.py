@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 
 import httpx
@@ -67,15 +66,6 @@ MISMATCH = {
     ],
 }
 PLAIN = {"name": "plain", "kind": "structured", "nodes": [{"id": "w", "type": "wait", "duration": "1h"}]}
-
-
-@pytest.fixture
-async def worker(engine: Engine) -> AsyncIterator[Worker]:
-    w = engine.worker(concurrency=4)
-    task = asyncio.create_task(w.run())
-    yield w
-    w.stop()
-    await asyncio.wait_for(task, 10)
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -16,15 +15,6 @@ from agentflow.runtime.worker import Worker
 
 def flow(name: str, *nodes: dict[str, Any], **extra: Any) -> dict[str, Any]:
     return {"name": name, "kind": "structured", "nodes": list(nodes), **extra}
-
-
-@pytest.fixture
-async def worker(engine: Engine) -> AsyncIterator[Worker]:
-    w = engine.worker(concurrency=8)
-    task = asyncio.create_task(w.run())
-    yield w
-    w.stop()
-    await asyncio.wait_for(task, 10)
 
 
 async def test_three_step_run_completes_with_timeline(engine: Engine, worker: Worker) -> None:

@@ -21,6 +21,7 @@ from decimal import Decimal
 from typing import Any, Literal, TypeAlias
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -241,6 +242,20 @@ def check_conditions(data: Any, path: str = "conditions") -> tuple[Condition | N
     except _TooMany:
         node = None
     return (node if not parser.errors else None), parser.errors
+
+
+def checked(path: str) -> AfterValidator:
+    """A validator for a config field that holds a condition: refuses one that does not parse,
+    naming each problem by its path below ``path`` (``when.all[0].op: ...``)."""
+
+    def check(value: Any) -> Any:
+        if value is not None:
+            _parsed, errors = check_conditions(value, path)
+            if errors:
+                raise ValueError("; ".join(f"{e['path']}: {e['message']}" for e in errors))
+        return value
+
+    return AfterValidator(check)
 
 
 def parse_conditions(data: Any, path: str = "conditions") -> Condition:

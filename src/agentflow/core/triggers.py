@@ -10,7 +10,7 @@ same conditions, debounce, enrollment and mode apply to them.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
@@ -89,6 +89,10 @@ class Debounce(BaseModel):
         return self
 
 
+# Made here: inside the class the field's name hides the module's.
+_CHECKED = conditions.checked("conditions")
+
+
 class Trigger(BaseModel):
     """What starts the workflow.
 
@@ -107,7 +111,7 @@ class Trigger(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     topics: list[str] = Field(default_factory=list, max_length=50)
-    conditions: Any = None
+    conditions: Annotated[Any, _CHECKED] = None
     enrollment: Enrollment = Enrollment()
     mode: Mode = "enroll"
     debounce: Debounce | None = None
@@ -124,15 +128,6 @@ class Trigger(BaseModel):
         for topic in value:
             if not topic or len(topic) > 200:
                 raise ValueError("each topic pattern needs 1 to 200 characters")
-        return value
-
-    @field_validator("conditions")
-    @classmethod
-    def _conditions(cls, value: Any) -> Any:
-        if value is not None:
-            _parsed, errors = conditions.check_conditions(value, "conditions")
-            if errors:
-                raise ValueError("; ".join(f"{e['path']}: {e['message']}" for e in errors))
         return value
 
     def matches_topic(self, topic: str) -> bool:

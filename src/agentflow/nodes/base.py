@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol
 
+from agentflow.core.errors import StepFailure
 from agentflow.core.node_specs import NodeSpec
 from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
@@ -37,6 +38,25 @@ class NodeEnv:
             StepFailure: ``template_error`` or ``template_limit`` naming ``node`` and ``field``.
         """
         return await call_rendering(render, value, self.template_context, field=field, node=node)
+
+    async def render_list(
+        self, value: Any, node: str, field: str, *, code: str, kind: str = "node"
+    ) -> list[Any]:
+        """``value`` rendered, which must give a list.
+
+        Raises:
+            StepFailure: ``code`` (not retryable) naming the node, the field and what it gave.
+        """
+        items = await self.render(value, node, field)
+        if not isinstance(items, list):
+            raise StepFailure(
+                code,
+                f"{kind} {node!r} field {field} must give a list, not {type(items).__name__}",
+                retryable=False,
+                details={"node": node, "field": field, "got": type(items).__name__},
+                solution=f"Point {field!r} at a list, e.g. '{{{{ input.rows }}}}'.",
+            )
+        return items
 
     async def call_sync(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         """Run a blocking function on its own thread."""

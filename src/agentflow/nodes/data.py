@@ -25,19 +25,6 @@ def _document(env: NodeEnv) -> dict[str, Any]:
     return {name: env.template_context.get(name) for name in _SEEN}
 
 
-async def _items(node: FilterNode | SortNode, env: NodeEnv) -> list[Any]:
-    items = await env.render(node.items, node.id, "items")
-    if not isinstance(items, list):
-        raise StepFailure(
-            "input_not_a_list",
-            f"node {node.id!r} field items must give a list, not {type(items).__name__}",
-            retryable=False,
-            details={"node": node.id, "field": "items", "got": type(items).__name__},
-            solution="Point 'items' at a list, e.g. '{{ input.rows }}'.",
-        )
-    return items
-
-
 class MappingRunner(BaseRunner):
     """Render ``output``, or search ``expression``."""
 
@@ -69,7 +56,7 @@ class FilterRunner(BaseRunner):
     async def run(self, node: NodeSpec, ctx: StepContext, env: NodeEnv) -> tuple[Any, NodeResult]:
         """The items that pass, in their order."""
         assert isinstance(node, FilterNode)
-        items = await _items(node, env)
+        items = await env.render_list(node.items, node.id, "items", code="input_not_a_list")
         document = _document(env)
         now = datetime.now(UTC)  # only for older_than / newer_than rules
         kept = [
@@ -86,7 +73,7 @@ class SortRunner(BaseRunner):
     async def run(self, node: NodeSpec, ctx: StepContext, env: NodeEnv) -> tuple[Any, NodeResult]:
         """The sorted list; items without the field last, in their order."""
         assert isinstance(node, SortNode)
-        items = await _items(node, env)
+        items = await env.render_list(node.items, node.id, "items", code="input_not_a_list")
         keyed = [
             (resolve(item, node.by) if node.by else item, index, item) for index, item in enumerate(items)
         ]

@@ -21,15 +21,7 @@ class ForEachRunner(BaseRunner):
     async def run(self, node: NodeSpec, ctx: StepContext, env: NodeEnv) -> tuple[Any, NodeResult]:
         """The items, checked: a list of at most ``max_items``."""
         assert isinstance(node, ForEachNode)
-        items = await env.render(node.items, node.id, "items")
-        if not isinstance(items, list):
-            raise StepFailure(
-                "loop_not_a_list",
-                f"for_each {node.id!r} field items must give a list, not {type(items).__name__}",
-                retryable=False,
-                details={"node": node.id, "field": "items", "got": type(items).__name__},
-                solution="Point 'items' at a list, e.g. '{{ input.rows }}'.",
-            )
+        items = await env.render_list(node.items, node.id, "items", code="loop_not_a_list", kind="for_each")
         if len(items) > node.max_items:
             raise StepFailure(
                 "loop_too_large",

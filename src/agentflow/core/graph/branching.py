@@ -8,7 +8,7 @@ same ``{{ input }}``.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
@@ -32,7 +32,9 @@ class Branch(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     port: str = Field(pattern=PORT_PATTERN, description="The port this branch fires.")
-    when: Any = Field(description="A condition over input, payload, steps and state.")
+    when: Annotated[Any, conditions.checked("when")] = Field(
+        description="A condition over input, payload, steps and state."
+    )
     _condition: conditions.Condition | None = PrivateAttr(default=None)
 
     @field_validator("port")
@@ -40,14 +42,6 @@ class Branch(BaseModel):
     def _port(cls, value: str) -> str:
         if value in RESERVED_PORTS:
             raise ValueError(f"{value!r} is a reserved port name; name the branch after what it means")
-        return value
-
-    @field_validator("when")
-    @classmethod
-    def _when(cls, value: Any) -> Any:
-        _parsed, errors = conditions.check_conditions(value, "when")
-        if errors:
-            raise ValueError("; ".join(f"{e['path']}: {e['message']}" for e in errors))
         return value
 
     @property

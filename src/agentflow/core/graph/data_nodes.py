@@ -11,7 +11,7 @@ checked at publish.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import jmespath
 from jmespath.exceptions import JMESPathError
@@ -86,16 +86,10 @@ class FilterNode(NodeSpec):
     result_schema: ClassVar[dict[str, Any]] = LIST_SCHEMA
     type: Literal["filter"] = "filter"
     items: str = Field(default="{{ input }}", max_length=10_000, description="A template giving the list.")
-    where: Any = Field(description="A condition over item, input, payload, steps and state.")
+    where: Annotated[Any, conditions.checked("where")] = Field(
+        description="A condition over item, input, payload, steps and state."
+    )
     _condition: conditions.Condition | None = PrivateAttr(default=None)
-
-    @field_validator("where")
-    @classmethod
-    def _where(cls, value: Any) -> Any:
-        _parsed, errors = conditions.check_conditions(value, "where")
-        if errors:
-            raise ValueError("; ".join(f"{e['path']}: {e['message']}" for e in errors))
-        return value
 
     @property
     def condition(self) -> conditions.Condition:
