@@ -140,3 +140,25 @@ async def test_an_empty_list_goes_straight_to_done(engine: Engine, worker: Worke
     run = await engine.start_run("empty-loop", {"rows": []})
     done = await engine.wait_for_run(run.id, timeout=30)
     assert done.status == "completed" and done.output == {"results": [], "count": 0}
+
+
+async def test_canceling_the_run_cancels_its_loop_items(engine: Engine, worker: Worker) -> None:
+    config = loop_flow("cancelable", concurrency=2)
+    config["nodes"][1] = {"id": "double", "type": "tool", "tool": "sleepy", "args": {"seconds": 0.3}}
+    await engine.publish_workflow(config)
+    run = await engine.start_run("cancelable", {"rows": list(range(10))})
+    for _ in range(200):
+        if len(await children(engine, run.id)) == 10:
+            break
+        await asyncio.sleep(0.02)
+    await engine.cancel_run(run.id)
+    done = await engine.wait_for_run(run.id, timeout=30)
+    assert done.status == "canceled"
+    for _ in range(200):
+        kids = await children(engine, run.id)
+        if all(k["status"] in ("completed", "canceled") for k in kids):
+            break
+        await asyncio.sleep(0.05)
+    statuses = [k["status"] for k in kids]
+    assert statuses.count("canceled") >= 8, statuses
+    assert set(statuses) <= {"completed", "canceled"}, statuses

@@ -233,6 +233,24 @@ WITH cur AS (
     WHERE workspace_id = $1 AND id = $2
       AND status IN ('created', 'in_progress', 'waiting', 'suspended')
     FOR UPDATE
+), items AS (
+    -- The run's loop items go with it: at once, or at their step's end when a worker holds one.
+    UPDATE runs c SET
+        cancel_requested = true,
+        status = CASE WHEN c.lease_owner IS NULL OR c.lease_expires_at <= now()
+                      THEN 'canceled' ELSE c.status END,
+        status_reason = CASE WHEN c.lease_owner IS NULL OR c.lease_expires_at <= now()
+                             THEN $3 ELSE c.status_reason END,
+        due_at = CASE WHEN c.lease_owner IS NULL OR c.lease_expires_at <= now()
+                      THEN NULL ELSE c.due_at END,
+        lease_owner = CASE WHEN c.lease_owner IS NULL OR c.lease_expires_at <= now()
+                           THEN NULL ELSE c.lease_owner END,
+        lease_expires_at = CASE WHEN c.lease_owner IS NULL OR c.lease_expires_at <= now()
+                                THEN NULL ELSE c.lease_expires_at END,
+        canceled_at = CASE WHEN c.lease_owner IS NULL OR c.lease_expires_at <= now() THEN now() END,
+        updated_at = now()
+    FROM cur WHERE c.workspace_id = cur.workspace_id AND c.parent_run_id = cur.id
+      AND c.parent_step IS NOT NULL AND c.active
 )
 UPDATE runs r SET
     cancel_requested = true,
