@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import httpx
 import pytest
 
 import tests.support.tools  # noqa: F401  (registers the tools)
+from agentflow.api.app import create_app
 from agentflow.engine import Engine
 from agentflow.runtime.worker import Worker
+from tests.support.http_server import serve
 
 
 def loop_flow(name: str, items: str = "{{ payload.rows }}", **loop: Any) -> dict[str, Any]:
@@ -162,3 +165,25 @@ async def test_canceling_the_run_cancels_its_loop_items(engine: Engine, worker: 
     statuses = [k["status"] for k in kids]
     assert statuses.count("canceled") >= 8, statuses
     assert set(statuses) <= {"completed", "canceled"}, statuses
+
+
+async def test_loop_items_are_runs_the_api_shows_queued_ones_included(engine: Engine) -> None:
+    await engine.publish_workflow(loop_flow("shown", concurrency=1))
+    run = await engine.start_run("shown", {"rows": [1, 2, 3]})
+    w = engine.worker(concurrency=1)
+    task = asyncio.create_task(w.run())
+    try:
+        for _ in range(200):
+            if len(await children(engine, run.id)) == 3:
+                break
+            await asyncio.sleep(0.02)
+    finally:
+        w.stop()
+        await asyncio.wait_for(task, 10)
+    queued = await _child_id(engine, run.id, 2)
+    async with serve(create_app(engine)) as base, httpx.AsyncClient(base_url=base) as client:
+        shown = await client.get(f"/api/ai/workflows/shown/runs/{queued}")
+    assert shown.status_code == 200, shown.text
+    body = shown.json()
+    assert body["parent_run_id"] == str(run.id) and body["item_index"] == 2 and body["parent_step"] == 0
+    assert body["status"] == "created"

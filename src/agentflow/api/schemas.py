@@ -130,6 +130,10 @@ class Run(_Out):
     fencing_token: int
     cancel_requested: bool
     parent_run_id: UUID | None
+    parent_step: int | None = Field(
+        default=None, description="A loop item: the parent's step that started the loop."
+    )
+    item_index: int | None = Field(default=None, description="A loop item: its place in the loop's list.")
     input_tokens: int
     output_tokens: int
     cached_input_tokens: int
