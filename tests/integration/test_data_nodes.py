@@ -106,3 +106,17 @@ async def test_output_params_shape_what_is_stored_and_what_the_next_node_sees(
     assert done.status == "completed", done.error
     assert done.output == {"value": 42, "owner": "nobody"}
     assert (await engine.list_steps(done.id))[0].output == {"value": 42, "owner": "nobody"}
+
+
+async def test_a_tool_node_given_arguments_its_tool_cannot_take_fails_naming_the_node(
+    engine: Engine, worker: Worker
+) -> None:
+    await engine.publish_workflow(
+        flow(
+            "bad-args", {"id": "sum", "type": "tool", "tool": "add", "args": {"a": "{{ payload.x }}", "b": 1}}
+        )
+    )
+    done = await finished(engine, "bad-args", {"x": "seven"})
+    assert done.status == "failed" and done.error is not None
+    assert done.error["code"] == "invalid_tool_args" and done.error["details"]["node"] == "sum"
+    assert done.error["message"].startswith("node 'sum': arguments for tool 'add' are invalid: a: ")

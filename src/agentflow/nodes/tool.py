@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from agentflow.core.errors import StepFailure
 from agentflow.core.node_specs import NodeSpec, ToolNode
 from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
@@ -31,7 +32,17 @@ class ToolRunner:
         assert isinstance(node, ToolNode)
         spec = env.tools.get(node.tool)
         args = await env.render(node.args, node.id, "args")
-        kwargs = spec.validate_args(args)
+        try:
+            kwargs = spec.validate_args(args)
+        except StepFailure as failure:  # name the node too: the same tool may serve several
+            info = failure.info
+            raise StepFailure(
+                info.code,
+                f"node {node.id!r}: {info.message}",
+                retryable=False,
+                details={**info.details, "node": node.id},
+                solution=info.solution,
+            ) from None
         if spec.wants_context:
             kwargs["ctx"] = ctx
         if spec.is_async:
