@@ -288,7 +288,12 @@ class Checkpointed:
 
 @functools.cache
 def _statement(
-    consume: bool, tasks: bool, notes: bool, approval: bool, usage: bool, loops: tuple[bool, bool, bool, bool]
+    consume: bool,
+    tasks: bool,
+    notes: bool,
+    approval: bool,
+    usage: bool,
+    loops: tuple[bool, bool, bool, bool] = (False, False, False, False),
 ) -> str:
     """The checkpoint with only the parts this step needs (the common step needs none);
     ``loops``: children, release, cancel, wake the parent."""
