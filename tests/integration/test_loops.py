@@ -187,3 +187,84 @@ async def test_loop_items_are_runs_the_api_shows_queued_ones_included(engine: En
     body = shown.json()
     assert body["parent_run_id"] == str(run.id) and body["item_index"] == 2 and body["parent_step"] == 0
     assert body["status"] == "created"
+
+
+async def test_loops_nest_and_bodies_branch(engine: Engine, worker: Worker) -> None:
+    await engine.publish_workflow(
+        {
+            "name": "nested",
+            "kind": "structured",
+            "nodes": [
+                {"id": "rows", "type": "for_each", "items": "{{ payload.matrix }}", "concurrency": 2},
+                {"id": "cells", "type": "for_each", "items": "{{ input }}", "concurrency": 3},
+                {
+                    "id": "route",
+                    "type": "condition",
+                    "branches": [{"port": "big", "when": {"path": "input", "op": "gte", "value": 10}}],
+                },
+                {"id": "big", "type": "tool", "tool": "echo", "args": {"value": "big {{ input }}"}},
+                {"id": "small", "type": "tool", "tool": "echo", "args": {"value": "small {{ input }}"}},
+                {"id": "cell_done", "type": "merge", "combine": "list"},
+                {
+                    "id": "row_done",
+                    "type": "mapping",
+                    "output": {"cells": "{{ input | map(attribute=0) | list }}"},
+                },
+                {"id": "all_done", "type": "finish", "output": "{{ input }}"},
+            ],
+            "edges": [
+                {"from": "rows", "port": "iteration", "to": "cells"},
+                {"from": "cells", "port": "iteration", "to": "route"},
+                {"from": "route", "port": "big", "to": "big"},
+                {"from": "route", "port": "default", "to": "small"},
+                {"from": "big", "to": "cell_done"},
+                {"from": "small", "to": "cell_done"},
+                {"from": "cells", "port": "done", "to": "row_done"},
+                {"from": "rows", "port": "done", "to": "all_done"},
+            ],
+        }
+    )
+    run = await engine.start_run("nested", {"matrix": [[1, 20], [30], [4, 5, 60]]})
+    done = await engine.wait_for_run(run.id, timeout=60)
+    assert done.status == "completed", done.error
+    assert done.output == [
+        {"cells": [{"value": "small 1"}, {"value": "big 20"}]},
+        {"cells": [{"value": "big 30"}]},
+        {"cells": [{"value": "small 4"}, {"value": "small 5"}, {"value": "big 60"}]},
+    ]
+    grandchildren = await engine.db.pool.fetchval(
+        "SELECT count(*) FROM runs g JOIN runs c ON g.parent_run_id = c.id WHERE c.parent_run_id = $1", run.id
+    )
+    assert grandchildren == 6
+
+
+async def test_canceling_a_run_cancels_the_items_of_its_nested_loops(engine: Engine, worker: Worker) -> None:
+    await engine.publish_workflow(
+        {
+            "name": "nested-cancel",
+            "kind": "structured",
+            "nodes": [
+                {"id": "outer", "type": "for_each", "items": "{{ payload.matrix }}", "concurrency": 2},
+                {"id": "inner", "type": "for_each", "items": "{{ input }}", "concurrency": 1},
+                {"id": "slow", "type": "tool", "tool": "sleepy", "args": {"seconds": 0.3}},
+            ],
+            "edges": [
+                {"from": "outer", "port": "iteration", "to": "inner"},
+                {"from": "inner", "port": "iteration", "to": "slow"},
+            ],
+        }
+    )
+    run = await engine.start_run("nested-cancel", {"matrix": [list(range(8)), list(range(8))]})
+    query = "SELECT count(*) FROM runs g JOIN runs c ON g.parent_run_id = c.id WHERE c.parent_run_id = $1"
+    for _ in range(300):
+        if await engine.db.pool.fetchval(query, run.id) == 16:
+            break
+        await asyncio.sleep(0.02)
+    await engine.cancel_run(run.id)
+    await asyncio.sleep(1.0)
+    statuses = await engine.db.pool.fetch(
+        "SELECT g.status FROM runs g JOIN runs c ON g.parent_run_id = c.id WHERE c.parent_run_id = $1", run.id
+    )
+    left = [r["status"] for r in statuses if r["status"] not in ("completed", "canceled")]
+    assert left == [], left
+    assert sum(r["status"] == "canceled" for r in statuses) >= 12

@@ -226,15 +226,22 @@ async def finish_cancel(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID, to
 
 
 _CANCEL = """
-WITH cur AS (
+WITH RECURSIVE cur AS (
     SELECT workspace_id, id,
            (status <> 'in_progress' OR lease_owner IS NULL OR lease_expires_at <= now()) AS now_
     FROM runs
     WHERE workspace_id = $1 AND id = $2
       AND status IN ('created', 'in_progress', 'waiting', 'suspended')
     FOR UPDATE
+), tree AS (
+    -- The run's loop items, and theirs (nested loops).
+    SELECT c.workspace_id, c.id FROM runs c JOIN cur ON c.workspace_id = cur.workspace_id
+      AND c.parent_run_id = cur.id AND c.parent_step IS NOT NULL
+    UNION
+    SELECT c.workspace_id, c.id FROM runs c JOIN tree t ON c.workspace_id = t.workspace_id
+      AND c.parent_run_id = t.id AND c.parent_step IS NOT NULL
 ), items AS (
-    -- The run's loop items go with it: at once, or at their step's end when a worker holds one.
+    -- They go with it: at once, or at their step's end when a worker holds one.
     UPDATE runs c SET
         cancel_requested = true,
         status = CASE WHEN c.lease_owner IS NULL OR c.lease_expires_at <= now()
@@ -249,8 +256,7 @@ WITH cur AS (
                                 THEN NULL ELSE c.lease_expires_at END,
         canceled_at = CASE WHEN c.lease_owner IS NULL OR c.lease_expires_at <= now() THEN now() END,
         updated_at = now()
-    FROM cur WHERE c.workspace_id = cur.workspace_id AND c.parent_run_id = cur.id
-      AND c.parent_step IS NOT NULL AND c.active
+    FROM tree WHERE c.workspace_id = tree.workspace_id AND c.id = tree.id AND c.active
 )
 UPDATE runs r SET
     cancel_requested = true,
