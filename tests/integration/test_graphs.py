@@ -117,6 +117,24 @@ async def test_a_version_stored_before_graphs_still_runs(engine: Engine, worker:
     assert done.status == "completed", done.error
     assert done.output == {"sum": 3}
     assert [s.node_id for s in await engine.list_steps(run.id)] == ["a", "c"]
+    # A run that was half way when the engine was updated: waiting before 'c', its first
+    # step's output in run_steps, its state as the engine wrote it then.
+    version = await engine.get_version("old-style")
+    halfway = await engine.db.pool.fetchval(
+        "INSERT INTO runs (workspace_id, id, workflow_id, workflow_version, status, status_reason, input, state,"
+        " step_seq, due_at, started_at) VALUES ($1, gen_random_uuid(), $2, $3, 'waiting', 'timer', $4,"
+        " $5, 1, now(), now()) RETURNING id",
+        DEFAULT_WORKSPACE, version.workflow_id, version.version, {"x": 5}, {"node": "c"},
+    )  # fmt: skip
+    await engine.db.pool.execute(
+        "INSERT INTO run_steps (workspace_id, run_id, seq, attempt, node_id, kind, status, output,"
+        " idempotency_key, fencing_token, started_at, finished_at)"
+        " VALUES ($1, $2, 0, 1, 'a', 'tool', 'completed', '6', $3, 1, now(), now())",
+        DEFAULT_WORKSPACE, halfway, f"{halfway}:0",
+    )  # fmt: skip
+    resumed = await engine.wait_for_run(halfway, timeout=15)
+    assert resumed.status == "completed", resumed.error
+    assert resumed.output == {"sum": 6}
 
 
 class Shout(NodeSpec):
