@@ -9,7 +9,7 @@ from typing import Any
 from jmespath.exceptions import JMESPathError
 
 from agentflow.core import conditions
-from agentflow.core.condition_ops import ABSENT
+from agentflow.core.condition_ops import ABSENT, kind_of
 from agentflow.core.errors import StepFailure
 from agentflow.core.graph.data_nodes import FilterNode, MappingNode, SortNode
 from agentflow.core.json_paths import resolve
@@ -79,7 +79,7 @@ class SortRunner(BaseRunner):
         ]
         present = [entry for entry in keyed if entry[0] is not ABSENT and entry[0] is not None]
         missing = [entry[2] for entry in keyed if entry[0] is ABSENT or entry[0] is None]
-        kinds = {_kind(entry[0]) for entry in present}
+        kinds = {kind_of(entry[0]) for entry in present}
         if len(kinds) > 1 or not kinds <= {"boolean", "number", "string"}:
             raise StepFailure(
                 "sort_incomparable",
@@ -93,15 +93,3 @@ class SortRunner(BaseRunner):
         return {"by": node.by, "order": node.order}, NodeResult(
             output=[entry[2] for entry in ordered] + missing
         )
-
-
-def _kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return (
-        "object" if isinstance(value, dict) else "list" if isinstance(value, list) else type(value).__name__
-    )
