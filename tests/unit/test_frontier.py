@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import uuid4
@@ -161,7 +162,7 @@ def test_a_wait_fires_its_port_when_the_database_time_has_come() -> None:
     assert [a.node for a in f.ready] == ["c"] and f.timers == (Timer("b", "result", secs=30.0),)
     assert frontier.earliest(f) == (30.0, None)
     at = datetime(2026, 1, 1, 12, 0, 30, tzinfo=UTC)
-    f = frontier.stamp(f, [{"from": "b", "port": "result", "at": at.isoformat()}])
+    f = replace(f, timers=(Timer("b", "result", at=at.isoformat()),))  # as the checkpoint stamps it
     assert frontier.earliest(f) == (None, at.isoformat())
     assert frontier.release(g, f, at - timedelta(seconds=1)) is f, "never before its time"
     assert frontier.release(g, f, None) is f

@@ -160,12 +160,6 @@ def current_activation(config: StructuredConfig, state: dict[str, Any]) -> Activ
     return ready[0] if ready else None
 
 
-def current_node(config: StructuredConfig, state: dict[str, Any]) -> NodeSpec | None:
-    """The node the run executes next, or None when none is ready."""
-    activation = current_activation(config, state)
-    return config.node(activation.node) if activation is not None else None
-
-
 def released(
     config: StructuredConfig, state: dict[str, Any], now: datetime | None, *, inbox_news: bool
 ) -> dict[str, Any]:

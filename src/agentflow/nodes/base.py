@@ -39,6 +39,10 @@ class NodeEnv:
         """
         return await call_rendering(render, value, self.template_context, field=field, node=node)
 
+    def data(self) -> dict[str, Any]:
+        """What conditions and expressions read: ``input``, ``payload``, ``steps``, ``state``."""
+        return {name: self.template_context.get(name) for name in ("input", "payload", "steps", "state")}
+
     async def render_list(
         self, value: Any, node: str, field: str, *, code: str, kind: str = "node"
     ) -> list[Any]:

@@ -12,8 +12,6 @@ from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
 from agentflow.nodes.base import BaseRunner, NodeEnv
 
-_SEEN = ("input", "payload", "steps", "state")
-
 
 class ConditionRunner(BaseRunner):
     """Test the branches in order; the step's input records which held and why."""
@@ -23,7 +21,7 @@ class ConditionRunner(BaseRunner):
     async def run(self, node: NodeSpec, ctx: StepContext, env: NodeEnv) -> tuple[Any, NodeResult]:
         """Choose a port; the output is the node's input, unchanged."""
         assert isinstance(node, ConditionNode)
-        document = {name: env.template_context.get(name) for name in _SEEN}
+        document = env.data()
         now = datetime.now(UTC)  # only for older_than / newer_than rules
         tested = []
         chosen = DEFAULT_PORT

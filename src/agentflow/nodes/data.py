@@ -18,12 +18,6 @@ from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
 from agentflow.nodes.base import BaseRunner, NodeEnv
 
-_SEEN = ("input", "payload", "steps", "state")
-
-
-def _document(env: NodeEnv) -> dict[str, Any]:
-    return {name: env.template_context.get(name) for name in _SEEN}
-
 
 class MappingRunner(BaseRunner):
     """Render ``output``, or search ``expression``."""
@@ -36,7 +30,7 @@ class MappingRunner(BaseRunner):
         if node.output is not None:
             return None, NodeResult(output=await env.render(node.output, node.id, "output"))
         try:
-            found = node.search(_document(env))
+            found = node.search(env.data())
         except JMESPathError as exc:  # a type error in a function call, found on this data
             raise StepFailure(
                 "mapping_failed",
@@ -57,7 +51,7 @@ class FilterRunner(BaseRunner):
         """The items that pass, in their order."""
         assert isinstance(node, FilterNode)
         items = await env.render_list(node.items, node.id, "items", code="input_not_a_list")
-        document = _document(env)
+        document = env.data()
         now = datetime.now(UTC)  # only for older_than / newer_than rules
         kept = [
             item for item in items if conditions.evaluate(node.condition, {**document, "item": item}, now=now)

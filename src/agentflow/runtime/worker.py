@@ -272,7 +272,8 @@ class Worker:
                 logger.info("run %s: lease lost before its step began", run.id)
                 return
             while True:
-                if not agent and "loops" in cursor.state:  # count the loops' items first
+                if not agent and "loops" in cursor.state and not cursor.state.get("ready"):
+                    # A loop wake: count its items (not before the steps of other branches).
                     running = [(o["seq"], o["total"]) for o in cursor.state["loops"]]
                     found = await loops.progress(self.db.pool, run.workspace_id, run.id, running)
                     cursor = replace(cursor, loops=found)

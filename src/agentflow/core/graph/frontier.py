@@ -270,13 +270,6 @@ def release(graph: Graph, frontier: Frontier, now: datetime | None, *, inbox_new
     return moved.frontier(last=due[-1].source)
 
 
-def stamp(frontier: Frontier, resolved: list[dict[str, Any]] | None) -> Frontier:
-    """The frontier with the timers as the checkpoint stamped them (``at`` in database time)."""
-    if not resolved:
-        return frontier
-    return replace(frontier, timers=tuple(_timer(t) for t in resolved))
-
-
 def earliest(frontier: Frontier) -> tuple[float | None, str | None]:
     """When the first timer is due: seconds from now for one not stamped yet, and the
     earliest stamped time (the checkpoint takes the sooner of the two)."""
