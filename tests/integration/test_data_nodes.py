@@ -1,4 +1,4 @@
-"""The data nodes end to end on the real database: mapping, filter, sort."""
+"""The data nodes end to end on the real database: mapping, filter, sort, split."""
 
 from __future__ import annotations
 
@@ -89,6 +89,132 @@ async def test_data_a_node_cannot_use_fails_with_a_code_naming_the_node(
         done.error
     )
     assert len(await engine.list_steps(done.id)) == 1, "not retried: the data will not change"
+
+
+@pytest.mark.parametrize(
+    ("node", "code", "got", "words"),
+    [
+        ({"id": "p", "type": "split", "items": "{{ input.customer }}", "size": 2}, "input_not_a_list", "dict",
+         "node 'p' field items must give a list, not dict"),
+        ({"id": "g", "type": "split", "items": "{{ input.orders[0].id }}", "by": "status"}, "input_not_a_list", "int",
+         "node 'g' field items must give a list, not int"),
+        ({"id": "t", "type": "split", "items": "{{ input.orders }}", "separator": ","}, "input_not_a_string", "list",
+         "node 't' field items must give a string to cut at separator, not list"),
+    ],
+)  # fmt: skip
+async def test_a_split_given_the_wrong_kind_of_input_fails_naming_the_node_and_what_it_got(
+    engine: Engine, worker: Worker, node: dict[str, Any], code: str, got: str, words: str
+) -> None:
+    await engine.publish_workflow(flow(f"bad-split-{node['id']}", node))
+    done = await finished(engine, f"bad-split-{node['id']}", ORDERS)
+    assert done.status == "failed" and done.error is not None
+    assert done.error["code"] == code and words in done.error["message"], done.error
+    assert {k: done.error["details"][k] for k in ("node", "field", "got")} == {
+        "node": node["id"],
+        "field": "items",
+        "got": got,
+    }
+    assert len(await engine.list_steps(done.id)) == 1, "not retried: the data will not change"
+
+
+async def test_split_by_size_feeds_a_for_each_one_chunk_per_item(engine: Engine, worker: Worker) -> None:
+    await engine.publish_workflow(
+        flow(
+            "batches",
+            {"id": "cut", "type": "split", "items": "{{ input.orders }}", "size": 3},
+            {"id": "each", "type": "for_each", "items": "{{ input.chunks }}", "concurrency": 2},
+            {"id": "batch", "type": "mapping",
+             "output": {"ids": "{{ input | map(attribute='id') | list }}", "n": "{{ input | length }}"}},
+            {"id": "done", "type": "finish", "output": "{{ input }}"},
+            edges=[{"from": "cut", "to": "each"}, {"from": "each", "port": "iteration", "to": "batch"},
+                   {"from": "each", "port": "done", "to": "done"}],
+        )
+    )  # fmt: skip
+    orders = [{"id": i} for i in range(1, 8)]
+    done = await finished(engine, "batches", {"orders": orders})
+    assert done.status == "completed", done.error
+    assert done.output == [{"ids": [1, 2, 3], "n": 3}, {"ids": [4, 5, 6], "n": 3}, {"ids": [7], "n": 1}]
+    cut = next(s for s in await engine.list_steps(done.id) if s.node_id == "cut")
+    assert cut.output == {"chunks": [orders[0:3], orders[3:6], orders[6:]], "count": 3}
+
+
+async def test_split_by_a_field_groups_items_in_order_of_first_appearance(
+    engine: Engine, worker: Worker
+) -> None:
+    await engine.publish_workflow(
+        flow(
+            "grouping",
+            {"id": "tiers", "type": "split", "items": "{{ input.rows }}", "by": "customer.tier"},
+            {"id": "done", "type": "finish",
+             "output": {"first": "{{ input.groups[0].key }}", "count": "{{ input.count }}", "all": "{{ input }}"}},
+        )
+    )  # fmt: skip
+    tiers: list[Any] = ["gold", "silver", "gold", None, 1, True, 1.0, {"a": [1]}, {"a": [1]}]
+    rows = [{"id": i, "customer": {"tier": tier}} for i, tier in enumerate(tiers)] + [{"id": 9}]
+    done = await finished(engine, "grouping", {"rows": rows})
+    assert done.status == "completed", done.error
+    groups = done.output["all"]["groups"]
+    assert [(g["key"], [r["id"] for r in g["items"]]) for g in groups] == [
+        ("gold", [0, 2]),
+        ("silver", [1]),
+        (None, [3, 9]),  # a null field and a missing one: one group, key null
+        (1, [4, 6]),  # 1 and 1.0 are one JSON number ...
+        (True, [5]),  # ... and true is not 1
+        ({"a": [1]}, [7, 8]),  # objects are keys by content
+    ]
+    assert groups[1]["items"] == [rows[1]], "each group keeps its items whole"
+    assert done.output["first"] == "gold" and done.output["count"] == 6
+
+
+@pytest.mark.parametrize(
+    ("text", "separator", "parts"),
+    [
+        ("a,b,,c", ",", ["a", "b", "", "c"]),
+        ("red | green | blue", " | ", ["red", "green", "blue"]),
+        ("one", ",", ["one"]),
+        ("", ",", []),
+    ],
+)
+async def test_split_cuts_a_string_at_its_separator(
+    engine: Engine, worker: Worker, text: str, separator: str, parts: list[str]
+) -> None:
+    await engine.publish_workflow(
+        flow(
+            "cutting",
+            {"id": "words", "type": "split", "items": "{{ input.line }}", "separator": separator},
+            {"id": "each", "type": "for_each", "items": "{{ input.parts }}"},
+            {"id": "shout", "type": "mapping", "output": {"word": "{{ input | upper }}"}},
+            {"id": "done", "type": "finish", "output": "{{ input }}"},
+            edges=[{"from": "words", "to": "each"}, {"from": "each", "port": "iteration", "to": "shout"},
+                   {"from": "each", "port": "done", "to": "done"}],
+        )
+    )  # fmt: skip
+    done = await finished(engine, "cutting", {"line": text})
+    assert done.status == "completed", done.error
+    assert done.output == [{"word": part.upper()} for part in parts]
+    words = next(s for s in await engine.list_steps(done.id) if s.node_id == "words")
+    assert words.output == {"parts": parts, "count": len(parts)}
+
+
+async def test_a_split_declares_its_mode_so_a_wrong_input_reference_is_refused_at_publish(
+    engine: Engine,
+) -> None:
+    with pytest.raises(Exception, match=r"input\.groups.*'cut' \(split\) cannot produce it") as info:
+        await engine.publish_workflow(
+            flow(
+                "split-typo",
+                {"id": "cut", "type": "split", "size": 10},
+                {"id": "each", "type": "for_each", "items": "{{ input.groups }}"},
+                {"id": "body", "type": "mapping", "output": {"n": "{{ input | length }}"}},
+                {"id": "done", "type": "finish"},
+                edges=[
+                    {"from": "cut", "to": "each"},
+                    {"from": "each", "port": "iteration", "to": "body"},
+                    {"from": "each", "port": "done", "to": "done"},
+                ],
+            )
+        )
+    assert "it sends chunks, count" in str(info.value)
 
 
 async def test_output_params_shape_what_is_stored_and_what_the_next_node_sees(

@@ -9,7 +9,7 @@ from agentflow.core.graph.catalog import describe_kinds
 from agentflow.core.node_specs import NODE_SPECS
 from agentflow.nodes.base import NodeRunner
 from agentflow.nodes.condition import ConditionRunner
-from agentflow.nodes.data import FilterRunner, MappingRunner, SortRunner
+from agentflow.nodes.data import FilterRunner, MappingRunner, SortRunner, SplitRunner
 from agentflow.nodes.finish import FinishRunner
 from agentflow.nodes.looping import ForEachRunner
 from agentflow.nodes.merge import MergeRunner
@@ -28,6 +28,7 @@ RUNNERS: dict[str, NodeRunner] = {
         MappingRunner(),
         FilterRunner(),
         SortRunner(),
+        SplitRunner(),
     )
 }
 

@@ -3,10 +3,11 @@ seed 002's ``mapping``).
 
 - ``mapping``: an object built from templates, or a JMESPath expression's result;
 - ``filter``: the items of a list for which a condition holds;
-- ``sort``: a list ordered by a field of its items.
+- ``sort``: a list ordered by a field of its items;
+- ``split``: a list cut into chunks or grouped by a field, or a string cut at a separator.
 
-A ``mapping`` with ``output`` declares the keys it sends, so ``{{ input.x }}`` after it is
-checked at publish.
+A ``mapping`` with ``output`` declares the keys it sends, and ``split`` the shape of its
+mode, so ``{{ input.x }}`` after them is checked at publish.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from agentflow.core.json_paths import parse_path
 from agentflow.core.node_specs import ANY, NodeSpec, register_node_spec
 
 MAX_EXPRESSION = 2_000
+MAX_CHUNK = 10_000
 LIST_SCHEMA: dict[str, Any] = {"type": "array"}
 
 
@@ -120,5 +122,78 @@ class SortNode(NodeSpec):
         return value
 
 
-for _spec in (MappingNode, FilterNode, SortNode):
+def _counted(name: str, items: dict[str, Any]) -> dict[str, Any]:
+    """An object of a list under ``name`` and its length under ``count``."""
+    return {
+        "type": "object",
+        "properties": {name: {"type": "array", "items": items}, "count": {"type": "integer", "minimum": 0}},
+        "required": [name, "count"],
+        "additionalProperties": False,
+    }
+
+
+CHUNKS_SCHEMA = _counted("chunks", {"type": "array"})
+GROUPS_SCHEMA = _counted(
+    "groups",
+    {
+        "type": "object",
+        "properties": {"key": ANY, "items": {"type": "array"}},
+        "required": ["key", "items"],
+        "additionalProperties": False,
+    },
+)
+PARTS_SCHEMA = _counted("parts", {"type": "string"})
+
+
+class SplitNode(NodeSpec):
+    """Cut a list into chunks of ``size`` items, or group its items by the field ``by``
+    (groups in order of first appearance; items without the field under key null); or cut a
+    string at ``separator``. Exactly one of the three."""
+
+    title: ClassVar[str] = "Split"
+    # Any of the three modes' shapes; a node's own ``declared_schema`` is its mode's.
+    result_schema: ClassVar[dict[str, Any]] = {"anyOf": [CHUNKS_SCHEMA, GROUPS_SCHEMA, PARTS_SCHEMA]}
+    type: Literal["split"] = "split"
+    items: str = Field(
+        default="{{ input }}",
+        max_length=10_000,
+        description="A template giving the list (the string, with separator).",
+    )
+    size: int | None = Field(
+        default=None, ge=1, le=MAX_CHUNK, strict=True, description="Items per chunk: {chunks, count}."
+    )
+    by: str | None = Field(
+        default=None,
+        max_length=500,
+        description="Or a path in each item, e.g. customer.tier, to group by: {groups, count}.",
+    )
+    separator: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=100,
+        description="Or cut a string where this text occurs: {parts, count}.",
+    )
+
+    @field_validator("by")
+    @classmethod
+    def _by(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_path(value)  # raises ValueError with the reason
+        return value
+
+    @model_validator(mode="after")
+    def _one_of(self) -> SplitNode:
+        if sum(mode is not None for mode in (self.size, self.by, self.separator)) != 1:
+            raise ValueError("a split node needs exactly one of 'size', 'by' or 'separator'")
+        return self
+
+    def declared_schema(self, port: str) -> dict[str, Any]:
+        """The shape of this node's mode: ``{chunks, count}``, ``{groups, count}`` or
+        ``{parts, count}``."""
+        if self.size is not None:
+            return CHUNKS_SCHEMA
+        return GROUPS_SCHEMA if self.by is not None else PARTS_SCHEMA
+
+
+for _spec in (MappingNode, FilterNode, SortNode, SplitNode):
     register_node_spec(_spec)
