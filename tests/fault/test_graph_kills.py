@@ -2,11 +2,13 @@
 run twice.
 
 R1's chaos (two worker processes, each generation armed with a failpoint, the test's own
-random kills) runs a graph: a start node fans out to three branches (an engine-table write,
-a wait then a step, a plain step) that a ``merge`` joins before the run finishes. Then an
-independent count checks every run completed, every node of every run was checkpointed as
-completed exactly once, every task row was written once, and every join saw all three
-branches.
+random kills) runs a graph: a start node fans out to four branches (an engine-table write,
+a wait then a step, a plain step, an outside call with the step's idempotency key) that run
+at once and a ``merge`` joins before the run finishes. Then an independent count checks every
+run completed, every node of every run was checkpointed as completed exactly once, every task
+row was written once, every join saw all four branches, and every call of the keyed branch,
+whichever worker made it, carried the one key its completed step records (step numbers of
+branches running at once survive kills).
 
 The negative control runs the same chaos against workers whose checkpoint writes the step
 and the run's new frontier in two statements (the step first, the frontier 0.3 s later):
@@ -18,6 +20,8 @@ from __future__ import annotations
 
 import os
 import random
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -32,12 +36,14 @@ from tests.support.recording_server import RecordingServer
 
 pytestmark = pytest.mark.fault
 
-NODES = ("start", "task", "nap", "after_nap", "plain", "join", "done")
+NODES = ("start", "task", "nap", "after_nap", "plain", "keyed", "join", "done")
+BRANCHES = 4
 
 
 def graph_flow(name: str) -> dict[str, Any]:
     edges = [("start", "task"), ("start", "nap"), ("start", "plain"), ("nap", "after_nap"),
-             ("task", "join"), ("after_nap", "join"), ("plain", "join"), ("join", "done")]  # fmt: skip
+             ("task", "join"), ("after_nap", "join"), ("plain", "join"), ("join", "done"),
+             ("start", "keyed"), ("keyed", "join")]  # fmt: skip
     return {
         "name": name,
         "kind": "structured",
@@ -52,6 +58,7 @@ def graph_flow(name: str) -> dict[str, Any]:
             {"id": "nap", "type": "wait", "duration": "0.3s"},
             {"id": "after_nap", "type": "tool", "tool": "add", "args": {"a": "{{ steps.start }}", "b": 10}},
             {"id": "plain", "type": "tool", "tool": "add", "args": {"a": "{{ steps.start }}", "b": 100}},
+            {"id": "keyed", "type": "tool", "tool": "keyed_call"},
             {"id": "join", "type": "merge"},
             {"id": "done", "type": "finish", "output": "{{ input }}"},
         ],
@@ -82,8 +89,28 @@ runs.checkpoint = _split
 """
 
 
-async def count(pool: asyncpg.Pool, run_ids: list[UUID]) -> dict[str, Any]:
-    """The independent reconciliation: per run, node and table."""
+# Number a started branch from the worker's memory instead of its place in the state (each
+# worker process its own offset): a branch run again after a kill gets another number, so
+# its outside call carries another idempotency key (what the engine must never do).
+UNSTABLE_NUMBERS = """
+import os
+import agentflow.core.graph.frontier as frontier
+_real = frontier.mark_started
+_offset = 1000 * (os.getpid() % 1000 + 1)
+frontier.mark_started = lambda current, started: _real(current, {i: n + _offset for i, n in started.items()})
+"""
+
+
+def after_keyed_calls(n: int) -> Callable[[RecordingServer], bool]:
+    """A targeted kill as soon as the ``n``-th keyed call arrived (its step not checkpointed)."""
+    return lambda recorder: len(recorder.calls("/keyed")) >= n
+
+
+KEYED_KILLS = (after_keyed_calls(5), after_keyed_calls(20), after_keyed_calls(35))
+
+
+async def count(pool: asyncpg.Pool, run_ids: list[UUID], recorder: RecordingServer) -> dict[str, Any]:
+    """The independent reconciliation: per run, node, table and outside call."""
     rows = await pool.fetch(
         "SELECT r.id, r.status, r.output, s.node_id, count(s.id) FILTER (WHERE s.status = 'completed') AS n"
         " FROM runs r LEFT JOIN run_steps s ON s.run_id = r.id WHERE r.id = ANY($1)"
@@ -99,6 +126,15 @@ async def count(pool: asyncpg.Pool, run_ids: list[UUID]) -> dict[str, Any]:
         if row["node_id"] is not None:
             entry["steps"][row["node_id"]] = row["n"]
     twice = sorted({n for e in by_run.values() for n, k in e["steps"].items() if k > 1})
+    keys = dict(
+        await pool.fetch(
+            "SELECT run_id::text, idempotency_key FROM run_steps"
+            " WHERE run_id = ANY($1) AND node_id = 'keyed' AND status = 'completed'",
+            run_ids,
+        )
+    )
+    calls = [c for c in recorder.calls("/keyed") if c.body.get("run_id") in keys]
+    applied = Counter(str(body.get("run_id")) for body in recorder.applied("/keyed").values())
     return {
         "runs": len(run_ids),
         "lost": {
@@ -106,14 +142,18 @@ async def count(pool: asyncpg.Pool, run_ids: list[UUID]) -> dict[str, Any]:
             "node_checkpoints": sum(1 for e in by_run.values() for n in NODES if e["steps"].get(n, 0) == 0),
             "task_rows": sum(1 for run_id in run_ids if tasks.get(run_id, 0) == 0),
             "joined_branches": sum(
-                3 - len(e["output"] or {}) for e in by_run.values() if e["status"] == "completed"
+                BRANCHES - len(e["output"] or {}) for e in by_run.values() if e["status"] == "completed"
             ),
+            "keyed_effects": sum(1 for run_id in run_ids if applied[str(run_id)] == 0),
         },
+        "keyed_calls_with_another_key": sum(1 for c in calls if c.key != keys[c.body["run_id"]]),
         "duplicated": {
             "node_checkpoints": sum(max(k - 1, 0) for e in by_run.values() for k in e["steps"].values()),
             "nodes_run_twice": twice,
             "task_rows": sum(max(n - 1, 0) for n in tasks.values()),
+            "keyed_effects": sum(n - 1 for n in applied.values() if n > 1),
         },
+        "keyed_raw_calls": len(calls),
     }
 
 
@@ -125,9 +165,10 @@ async def test_graph_runs_under_kills_run_every_node_once_and_join_every_branch(
     print(f"\ngraph kills seed={seed} (rerun with AGENTFLOW_FAULT_SEED={seed})")
     await engine.publish_workflow(graph_flow("graph-kills"))
     chaos = await run_chaos(
-        engine, recorder, log_dir, flow="graph-kills", runs=60, seed=seed, start_rate=8.0, deadline=180.0
-    )
-    verdict = await count(engine.db.pool, chaos.run_ids)
+        engine, recorder, log_dir, flow="graph-kills", runs=60, seed=seed, start_rate=8.0, deadline=180.0,
+        targeted_kills=KEYED_KILLS,
+    )  # fmt: skip
+    verdict = await count(engine.db.pool, chaos.run_ids, recorder)
     verdict.update(chaos_report(chaos), test_kills=chaos.test_kills)
     print_verdict("graph kills", verdict)
 
@@ -137,9 +178,17 @@ async def test_graph_runs_under_kills_run_every_node_once_and_join_every_branch(
         "node_checkpoints": 0,
         "task_rows": 0,
         "joined_branches": 0,
+        "keyed_effects": 0,
     }
-    assert verdict["duplicated"] == {"node_checkpoints": 0, "nodes_run_twice": [], "task_rows": 0}, (
-        f"seed {seed}"
+    assert verdict["duplicated"] == {
+        "node_checkpoints": 0,
+        "nodes_run_twice": [],
+        "task_rows": 0,
+        "keyed_effects": 0,
+    }, f"seed {seed}"
+    assert verdict["keyed_calls_with_another_key"] == 0, f"seed {seed}"
+    assert verdict["keyed_raw_calls"] > verdict["runs"], (
+        "no keyed branch ran again: its key was not put to the test"
     )
     assert chaos.monitor.summary()["orphaned_runs"] > 0, (
         "no kill hit a run in flight: the test proved nothing"
@@ -157,7 +206,24 @@ async def test_graph_kills_negative_control_finds_nodes_run_twice_when_progress_
         engine, recorder, log_dir, flow="graph-kills-neg", runs=40, seed=seed, start_rate=8.0, deadline=150.0,
         require_coverage=False, prelude=TWO_STATEMENTS,
     )  # fmt: skip
-    verdict = await count(engine.db.pool, chaos.run_ids)
+    verdict = await count(engine.db.pool, chaos.run_ids, recorder)
     verdict.update(chaos_report(chaos))
     print_verdict("graph kills negative", verdict)
     assert verdict["duplicated"]["node_checkpoints"] >= 1, verdict
+
+
+@pytest.mark.timeout(180)
+async def test_graph_kills_negative_control_finds_keys_that_change_when_numbers_come_from_memory(
+    engine: Engine, recorder: RecordingServer, log_dir: Path
+) -> None:
+    seed = int(os.environ.get("AGENTFLOW_FAULT_SEED") or random.SystemRandom().randrange(1, 10**6))
+    print(f"\ngraph kills unstable-number seed={seed}")
+    await engine.publish_workflow(graph_flow("graph-kills-keys"))
+    chaos = await run_chaos(
+        engine, recorder, log_dir, flow="graph-kills-keys", runs=40, seed=seed, start_rate=8.0, deadline=150.0,
+        require_coverage=False, prelude=UNSTABLE_NUMBERS, targeted_kills=KEYED_KILLS,
+    )  # fmt: skip
+    verdict = await count(engine.db.pool, chaos.run_ids, recorder)
+    verdict.update(chaos_report(chaos))
+    print_verdict("graph kills unstable numbers", verdict)
+    assert verdict["keyed_calls_with_another_key"] >= 1, verdict

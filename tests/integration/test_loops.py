@@ -186,7 +186,12 @@ async def test_loop_items_are_runs_the_api_shows_queued_ones_included(engine: En
     assert shown.status_code == 200, shown.text
     body = shown.json()
     assert body["parent_run_id"] == str(run.id) and body["item_index"] == 2 and body["parent_step"] == 0
+    assert body["parent_activation_id"] == f"{run.id}:0"
     assert body["status"] == "created"
+    async with serve(create_app(engine)) as base, httpx.AsyncClient(base_url=base) as client:
+        parent = (await client.get(f"/api/ai/workflows/shown/runs/{run.id}")).json()
+    loop_step = next(s for s in parent["steps"] if s["node_id"] == "each")
+    assert loop_step["activation_id"] == body["parent_activation_id"], "an item points at its loop's activation"
 
 
 async def test_loops_nest_and_bodies_branch(engine: Engine, worker: Worker) -> None:

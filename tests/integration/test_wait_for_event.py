@@ -252,7 +252,7 @@ async def _checkpoint_behind_a_delivery(engine: Engine, statement: str | None) -
             )
         else:
             args = [WS, run.id, token, "w", "waiting", "awaiting_event", move.state, None, None, 1, 3600.0, None,
-                    0, 1, "w8", "wait", None, "completed", None, None, None, 0.0, 0]  # fmt: skip
+                    0, 1, "w8", "wait", None, "completed", None, None, None, 0.0, 0, 0, 1]  # fmt: skip
             pending = asyncio.ensure_future(engine.db.pool.fetchrow(statement, *args))
         await asyncio.sleep(0.3)
         assert not pending.done(), "the checkpoint should wait for the delivery's row lock"

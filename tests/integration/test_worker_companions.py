@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from agentflow.engine import Engine
+from agentflow.runtime.companions import keep_running
 
 
 class FailsOnce:
@@ -30,7 +31,7 @@ async def test_a_failed_companion_is_started_again_after_a_pause(
     worker = engine.worker(concurrency=1)
     companion = FailsOnce()
     started = asyncio.get_running_loop().time()
-    await asyncio.wait_for(worker._keep_running(companion), 10)
+    await asyncio.wait_for(keep_running(companion, worker._stopping), 10)
     assert companion.runs == 2
     assert asyncio.get_running_loop().time() - started >= 1.0, "it waited before starting again"
     assert "FailsOnce failed; restarting it in 1s" in caplog.text
@@ -39,7 +40,7 @@ async def test_a_failed_companion_is_started_again_after_a_pause(
 async def test_a_stopping_worker_does_not_restart_a_failed_companion(engine: Engine) -> None:
     worker = engine.worker(concurrency=1)
     companion = FailsOnce()
-    task = asyncio.create_task(worker._keep_running(companion))
+    task = asyncio.create_task(keep_running(companion, worker._stopping))
     await asyncio.sleep(0.2)
     worker.stop()
     await asyncio.wait_for(task, 5)

@@ -221,3 +221,60 @@ def test_node_summaries_from_steps_and_skips() -> None:
     assert found["t"]["runs"] == 2
     assert found["x"] == {"status": "skipped", "attempts": 0, "runs": 0}
     assert set(found) == {"a", "t", "x"}
+
+
+FAN = graph_of(
+    tool("a"), tool("b"), tool("c"), merge("m"),
+    edges=[("a", "result", "b"), ("a", "result", "c"), ("b", "result", "m"), ("c", "result", "m")],
+)  # fmt: skip
+
+
+def test_only_a_port_with_several_links_fans_out() -> None:
+    assert FAN.fans_out
+    assert not DIAMOND.fans_out, "a condition's branches leave by different ports"
+    assert not graph_of(tool("a"), tool("b"), edges=[("a", "result", "b")]).fans_out
+
+
+def test_started_activations_keep_their_numbers_in_the_state() -> None:
+    f = run_one(FAN, frontier.start(FAN, "a"))
+    marked = frontier.mark_started(f, {0: 7, 1: 8})
+    assert [a.seq for a in marked.ready] == [7, 8]
+    assert frontier.mark_started(marked, {0: 99}).ready[0].seq == 7, "a number once given stays"
+    state = frontier.dump(marked, {}, FAN)
+    assert state["ready"] == [{"node": "b", "via": ["a"], "seq": 7}, {"node": "c", "via": ["a"], "seq": 8}]
+    assert frontier.load(state, FAN) == marked
+    g = graph_of(tool("a"), tool("b"), edges=[("a", "result", "b")])
+    numbered = frontier.mark_started(frontier.start(g, "a"), {0: 0})
+    assert "ready" in frontier.dump(numbered, {}, g), "a numbered activation is never compact"
+
+
+def test_a_failed_activation_retries_on_its_own_under_its_number() -> None:
+    f = frontier.mark_started(run_one(FAN, frontier.start(FAN, "a")), {0: 1, 1: 2})
+    b = f.ready[0]
+    later = frontier.retry_later(f, b, 1, 0.5)
+    assert [a.node for a in later.ready] == ["c"] and later.timers[0].retry == replace(b, failures=1)
+    state = frontier.dump(later, {}, FAN)
+    assert state["timers"] == [
+        {"from": "b", "port": "", "secs": 0.5, "retry": {"node": "b", "via": ["a"], "seq": 1, "failures": 1}}
+    ]
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    stamped = frontier.load({**state, "timers": [{**state["timers"][0], "at": at.isoformat()}]}, FAN)
+    assert frontier.release(FAN, stamped, at - timedelta(seconds=1)) is stamped
+    again = frontier.release(FAN, stamped, at)
+    assert again.ready == (f.ready[1], replace(b, failures=1)) and not again.timers
+    assert again.last == stamped.last, "a retry fires no port"
+
+
+def test_timers_release_in_the_order_they_fell_due() -> None:
+    g = graph_of(
+        tool("a"), tool("b"), tool("c"), tool("x"), tool("y"),
+        edges=[("a", "result", "b"), ("a", "result", "c"), ("b", "result", "x"), ("c", "result", "y")],
+    )  # fmt: skip
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    late = Timer("b", "result", at=(t0 + timedelta(seconds=2)).isoformat())
+    soon = Timer("c", "result", at=(t0 + timedelta(seconds=1)).isoformat())
+    f = Frontier(timers=(late, soon))
+    assert [a.node for a in frontier.release(g, f, t0 + timedelta(seconds=1)).ready] == ["y"]
+    # Looked at later, the one due first still comes first: it keeps the same step number.
+    both = frontier.release(g, f, t0 + timedelta(seconds=5))
+    assert [a.node for a in both.ready] == ["y", "x"] and both.last == "b"

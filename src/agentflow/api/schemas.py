@@ -7,7 +7,7 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from agentflow.core.statuses import RunStatus
 
@@ -134,6 +134,17 @@ class Run(_Out):
         default=None, description="A loop item: the parent's step that started the loop."
     )
     item_index: int | None = Field(default=None, description="A loop item: its place in the loop's list.")
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="A loop item: the activation of the parent's loop node (``run_id:step``)."
+    )
+    @property
+    def parent_activation_id(self) -> str | None:
+        """The loop activation a loop item belongs to (seed 001 ``node_runs``)."""
+        if self.parent_run_id is None or self.parent_step is None:
+            return None
+        return f"{self.parent_run_id}:{self.parent_step}"
+
     input_tokens: int
     output_tokens: int
     cached_input_tokens: int
@@ -182,6 +193,15 @@ class Step(_Out):
     cached_input_tokens: int
     usd_cost: Decimal
     model: str | None = Field(default=None, description="The model a decision step asked.")
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="The node execution this attempt belongs to (``run_id:step``): every attempt of"
+        " it, on any worker, shares it; a loop item run's ``parent_activation_id`` points at one."
+    )
+    @property
+    def activation_id(self) -> str:
+        """The activation (one execution of one node) of this attempt."""
+        return self.idempotency_key
 
 
 class NodeSummary(BaseModel):

@@ -155,10 +155,13 @@ class StructuredConfig(WorkflowBase):
         edges: connections ``{from, port, to}`` between nodes (see ``agentflow.core.graph``);
             a node's ``next`` is shorthand for one from its ``result`` port. Without
             ``edges``, nodes run in list order.
+        max_parallel: how many of a run's nodes may run at once when its branches fan out
+            (1: they take turns).
     """
 
     kind: Literal["structured"] = "structured"
     start: str | None = None
+    max_parallel: int = Field(default=4, ge=1, le=64)
     nodes: list[NodeSpec] = Field(min_length=1, max_length=1000)
     edges: list[Edge] | None = Field(default=None, max_length=5000)
     _graph: Graph | None = PrivateAttr(default=None)

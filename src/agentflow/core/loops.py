@@ -32,14 +32,20 @@ class LoopStep:
 
 
 def on_loop_start(
-    config: StructuredConfig, state: dict[str, Any], node: ForEachNode, items: list[Any], seq: int
+    config: StructuredConfig,
+    state: dict[str, Any],
+    node: ForEachNode,
+    items: list[Any],
+    seq: int,
+    done: Activation | None = None,
 ) -> Transition:
-    """The run after ``node`` (the ready activation) rendered ``items`` in step ``seq``: each
-    item becomes a child run starting at the body's first node; the first ``concurrency``
-    may run at once. An empty list fires ``done`` with an empty list."""
+    """The run after ``node`` (activation ``done``, by default the first ready) rendered
+    ``items`` in step ``seq``: each item becomes a child run starting at the body's first
+    node; the first ``concurrency`` may run at once. An empty list fires ``done`` with an
+    empty list."""
     graph = config.graph
     before = frontier.load(state, graph)
-    done = before.ready[0] if before.ready else Activation(node.id)
+    done = done or (before.ready[0] if before.ready else Activation(node.id))
     if not items:
         after = frontier.finish_activation(graph, before, done, DONE)
         return moved(config, state, after, "completed", [])

@@ -10,7 +10,7 @@ These functions only read and return values.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -212,13 +212,18 @@ def step_timeout(config: StructuredConfig, node: NodeSpec, tool_timeout: timedel
 
 
 def on_success(
-    config: StructuredConfig, state: dict[str, Any], node: NodeSpec, result: NodeResult
+    config: StructuredConfig,
+    state: dict[str, Any],
+    node: NodeSpec,
+    result: NodeResult,
+    done: Activation | None = None,
 ) -> Transition:
-    """The run after ``node`` succeeded: the links of the port it fired fire (after its wait,
-    if it waits), the others are skipped; a ``finish`` completes the run."""
+    """The run after ``node`` (activation ``done``, by default the first ready) succeeded:
+    the links of the port it fired fire (after its wait, if it waits), the others are
+    skipped; a ``finish`` completes the run."""
     graph = config.graph
     before = frontier.load(state, graph)
-    done = before.ready[0] if before.ready else frontier.Activation(node.id)
+    done = done or (before.ready[0] if before.ready else frontier.Activation(node.id))
     if result.finish:  # the run ends here, whatever else was ready or asleep
         ended = frontier.dump(frontier.Frontier(skipped=before.skipped), state, graph)
         return Transition(RunStatus.COMPLETED, ended, "completed", output=result.output)
@@ -281,8 +286,13 @@ def moved(
         secs, at = frontier.earliest(after)
         if after.loops:
             secs = POLL_SECONDS if secs is None else min(secs, POLL_SECONDS)
+        retries = all(t.retry is not None for t in after.timers) and not after.loops
         reason = (
-            AWAITING_EVENT if any(t.on_event for t in after.timers) else "timer" if after.timers else "loop"
+            AWAITING_EVENT
+            if any(t.on_event for t in after.timers)
+            else ("retry" if retries else "timer")
+            if after.timers
+            else "loop"
         )
         return Transition(
             RunStatus.WAITING,
@@ -297,15 +307,20 @@ def moved(
 
 
 def on_handled_failure(
-    config: StructuredConfig, state: dict[str, Any], node: NodeSpec, error: ErrorInfo
+    config: StructuredConfig,
+    state: dict[str, Any],
+    node: NodeSpec,
+    error: ErrorInfo,
+    done: Activation | None = None,
 ) -> Transition | None:
-    """When ``node`` failed for good and an edge leaves its ``error`` port: go on there, with
-    the error as the failed step's output. None when the node does not handle failures."""
+    """When ``node`` (activation ``done``) failed for good and an edge leaves its ``error``
+    port: go on there, with the error as the failed step's output. None when the node does
+    not handle failures."""
     graph = config.graph
     if not graph.outgoing(node.id, ERROR_PORT):
         return None
     before = frontier.load(state, graph)
-    done = before.ready[0] if before.ready else frontier.Activation(node.id)
+    done = done or (before.ready[0] if before.ready else frontier.Activation(node.id))
     after = frontier.finish_activation(graph, before, done, ERROR_PORT)
     return moved(config, state, after, "failed", None, handled=error)
 
@@ -337,3 +352,28 @@ def on_failure(
         error.solution or "Fix the cause, then retry the run from the failed step.",
     )
     return Transition(RunStatus.FAILED, state, "failed", reason=reason, error=final)
+
+
+def retry_beside_others(
+    config: StructuredConfig,
+    state: dict[str, Any],
+    done: Activation,
+    failures: int,
+    delay: float,
+    error: ErrorInfo,
+) -> Transition:
+    """After ``done`` failed its ``failures``-th attempt in a run whose other nodes go on:
+    it alone sleeps ``delay`` seconds and runs again (the run waits only when nothing else
+    is left to do)."""
+    after = frontier.retry_later(frontier.load(state, config.graph), done, failures, delay)
+    return moved(config, state, after, "failed", None, error=error)
+
+
+def with_fresh_budget(config: StructuredConfig, state: dict[str, Any], failed: Activation) -> dict[str, Any]:
+    """``state`` with ``failed``'s attempts forgotten, so that a retried run gives it a
+    whole attempt budget again (its step number stays)."""
+    if not failed.failures:
+        return state
+    current = frontier.load(state, config.graph)
+    ready = tuple(replace(a, failures=0) if a == failed else a for a in current.ready)
+    return frontier.dump(replace(current, ready=ready), state, config.graph)

@@ -16,9 +16,11 @@ from typing import Any
 from agentflow.core import loops, planner
 from agentflow.core.definitions import StructuredConfig
 from agentflow.core.errors import ErrorInfo, StepFailure
+from agentflow.core.graph.frontier import Activation
 from agentflow.core.graph.looping import ForEachNode, LoopProgress
 from agentflow.core.graph.output_params import shape_output
 from agentflow.core.inbox import EMPTY, Inbox
+from agentflow.core.node_specs import NodeSpec
 from agentflow.core.payload_format import with_nested_keys
 from agentflow.core.planner import NodeResult, Transition
 from agentflow.core.records import RunRecord
@@ -84,11 +86,45 @@ class Cursor:
             now = done.db_now or now
             if done.timers is not None:  # the checkpoint stamped new timers with its clock
                 state = {**state, "timers": done.timers}
+        counter = outcome.run.next_counter
         if not t.advances:
-            return Cursor(state, self.step_seq, self.attempt + 1, self.outputs, inbox, now)
+            held = self.step_seq if counter is None else counter
+            return Cursor(state, held, self.attempt + 1, self.outputs, inbox, now)
         if outcome.step.node_id is not None:
             self.outputs[outcome.step.node_id] = outcome.step.output
-        return Cursor(state, self.step_seq + 1, 0, self.outputs, inbox, now)
+        return Cursor(state, self.step_seq + 1 if counter is None else counter, 0, self.outputs, inbox, now)
+
+
+@dataclass(frozen=True)
+class Ran:
+    """One attempt of one activation, before how it moves the run is decided.
+
+    Attributes:
+        activation / node: what ran.
+        seq / attempt: its step number and attempt number.
+        name: the step's display name.
+        step_input: what it recorded as its input.
+        result: its result (empty when it failed).
+        failure / retryable: why it failed, and whether another attempt may help.
+        env: the template context it ran with (``save_to_state`` renders in it).
+        tasks: tasks it asked for.
+        duration: seconds it took.
+        inbox: the run's inbox as the step saw it.
+    """
+
+    activation: Activation
+    node: NodeSpec
+    seq: int
+    attempt: int
+    name: str | None
+    step_input: Any
+    result: NodeResult
+    failure: ErrorInfo | None
+    retryable: bool
+    env: NodeEnv
+    tasks: list[dict[str, Any]]
+    duration: float
+    inbox: Inbox
 
 
 async def execute(
@@ -111,12 +147,38 @@ async def execute(
         transition = planner.on_nothing_ready(config, state, cursor.outputs)
         kind = "finish" if transition.status is RunStatus.COMPLETED else "timers"
         return _outcome(transition, cursor, attempt, None, kind, None, None, transition.output, None, 0.0, [])
+    seq = cursor.step_seq if activation.seq is None else activation.seq
+    ran = await run_activation(
+        config,
+        run,
+        replace(cursor, state=state),
+        activation,
+        seq,
+        activation.failures + attempt,
+        tools_env,
+        token,
+    )
+    # A number taken now (not given earlier beside others) moves the counter on.
+    return await decide(config, state, ran, cursor, taken=int(activation.seq is None), concurrent=False)
+
+
+async def run_activation(
+    config: StructuredConfig,
+    run: RunRecord,
+    cursor: Cursor,
+    activation: Activation,
+    seq: int,
+    attempt: int,
+    tools_env: NodeEnv,
+    token: int,
+) -> Ran:
+    """Run ``activation`` once as step ``seq``, attempt ``attempt``, with its timeout."""
     node = config.node(activation.node)
     ctx = StepContext(
         workspace_id=run.workspace_id,
         run_id=run.id,
         workflow_id=run.workflow_id,
-        step_seq=cursor.step_seq,
+        step_seq=seq,
         attempt=attempt,
         fencing_token=token,
         payload=run.input if isinstance(run.input, dict) else {"value": run.input},
@@ -128,18 +190,17 @@ async def execute(
             "payload": with_nested_keys(run.input),
             "input": planner.node_input(config, activation, run.input, cursor.outputs),
             "steps": cursor.outputs,
-            "state": planner.variables(state),
+            "state": planner.variables(cursor.state),
             "inbox": cursor.inbox.view(),
-            "run": {
-                "id": str(run.id),
-                "workflow_id": str(run.workflow_id),
-                "step": cursor.step_seq,
-            },
+            "run": {"id": str(run.id), "workflow_id": str(run.workflow_id), "step": seq},
         },
     )
     started = time.monotonic()
     step_input: Any = None
     name: str | None = None
+    failure: ErrorInfo | None = None
+    retryable = False
+    result = NodeResult()
     try:
         runner = runner_for(node.type)
         name = runner.describe(node)
@@ -157,52 +218,82 @@ async def execute(
             result = replace(result, output=shape_output(node.id, node.output_params, result.output))
         json_codec.encode(result.output)  # refuse what jsonb cannot store, as a step failure
         json_codec.encode(step_input)
-        # Saved in this step's own checkpoint (the state document), so no extra write.
-        state = await call_rendering(
-            planner.save_to_state, config, state, node, env.template_context, result.output
-        )
-        if result.loop_items is not None and isinstance(node, ForEachNode):
-            transition = loops.on_loop_start(config, state, node, result.loop_items, cursor.step_seq)
-        else:
-            transition = planner.on_success(config, state, node, result)
-        error = None
-        tasks = [_task_doc(t) for t in ctx.tasks]
-    except StepFailure as failure:
-        transition, error, tasks = _failed(config, node, cursor, state, failure.info, failure.retryable)
-        result = NodeResult()
+    except StepFailure as exc:
+        failure, retryable, result = exc.info, exc.retryable, NodeResult()
     except json_codec.UnstorableJson as exc:
-        info = ErrorInfo(
+        failure = ErrorInfo(
             "output_not_storable",
             f"step {node.id!r} returned a value that cannot be stored: {exc}",
             solution="Return JSON data (dicts, lists, strings, numbers) without NUL characters.",
         )
-        transition, error, tasks = _failed(config, node, cursor, state, info, False)
         result, step_input = NodeResult(), None
     except Exception as exc:  # a tool's own bug or outage: retry per policy
-        info = ErrorInfo(
+        failure = ErrorInfo(
             "step_exception",
             f"{type(exc).__name__}: {exc}",
             {"type": type(exc).__name__, "traceback": traceback.format_exc(limit=8)[-4000:]},
         )
-        transition, error, tasks = _failed(config, node, cursor, state, info, True)
-        result = NodeResult()
+        retryable, result = True, NodeResult()
+    tasks = [_task_doc(t) for t in ctx.tasks] if failure is None else []
     duration = time.monotonic() - started
+    return Ran(
+        activation, node, seq, attempt, name, step_input, result, failure, retryable, env, tasks, duration,
+        cursor.inbox,
+    )  # fmt: skip
+
+
+async def decide(
+    config: StructuredConfig,
+    state: dict[str, Any],
+    ran: Ran,
+    cursor: Cursor,
+    *,
+    taken: int,
+    concurrent: bool,
+) -> StepOutcome:
+    """How ``ran`` moves the run whose state is now ``state``, as a checkpoint to write.
+
+    ``taken``: step numbers handed out since the run's counter was stored (this one's,
+    and those of activations running beside it). ``concurrent``: the run's activations run
+    at once (``agentflow.runtime.branches``): a failed attempt retries on its own while the
+    run goes on, and the counter moves past every number handed out.
+    """
+    node, result, failure, retryable = ran.node, ran.result, ran.failure, ran.retryable
+    if failure is None:
+        try:
+            # Saved in this step's own checkpoint (the state document), so no extra write.
+            state = await call_rendering(
+                planner.save_to_state, config, state, node, ran.env.template_context, result.output
+            )
+        except StepFailure as exc:
+            failure, retryable, result = exc.info, exc.retryable, NodeResult()
+    if failure is None:
+        if result.loop_items is not None and isinstance(node, ForEachNode):
+            transition = loops.on_loop_start(config, state, node, result.loop_items, ran.seq, ran.activation)
+        else:
+            transition = planner.on_success(config, state, node, result, ran.activation)
+        error = None
+    else:
+        transition, error = _failed(config, ran, state, failure, retryable, concurrent)
     output = transition.step_output if transition.handled else result.output if transition.advances else None
+    counter = cursor.step_seq + (taken if transition.advances or concurrent else 0)
     outcome = _outcome(
         transition,
         cursor,
-        attempt,
+        ran.attempt,
         node.id,
         node.type,
-        name,
-        step_input,
+        ran.name,
+        ran.step_input,
         output,
         error,
-        duration,
-        tasks,
+        ran.duration,
+        ran.tasks if failure is None else [],
+        seq=ran.seq,
+        next_counter=counter,
     )
     return _with_inbox(
-        outcome, cursor.inbox, consumes=transition.step_status == "completed" and not result.passes_inbox
+        outcome, ran.inbox, consumes=transition.step_status == "completed" and not result.passes_inbox
     )
 
 
@@ -215,19 +306,24 @@ def _with_inbox(outcome: StepOutcome, inbox: Inbox, *, consumes: bool) -> StepOu
 
 def _failed(
     config: StructuredConfig,
-    node: Any,
-    cursor: Cursor,
+    ran: Ran,
     state: dict[str, Any],
     info: ErrorInfo,
     retryable: bool,
-) -> tuple[Transition, ErrorInfo, list[dict[str, Any]]]:
-    policy = planner.retry_policy(config, node)
-    transition = planner.on_failure(policy, state, cursor.attempt + 1, info, retryable, _rand.random)
+    concurrent: bool,
+) -> tuple[Transition, ErrorInfo]:
+    policy = planner.retry_policy(config, ran.node)
+    if concurrent and retryable and policy.allows_another(ran.attempt):
+        delay = policy.delay_after(ran.attempt, _rand.random)
+        return planner.retry_beside_others(config, state, ran.activation, ran.attempt, delay, info), info
+    transition = planner.on_failure(policy, state, ran.attempt, info, retryable, _rand.random)
     if transition.status is RunStatus.FAILED and transition.error is not None:
-        handled = planner.on_handled_failure(config, state, node, transition.error)
+        handled = planner.on_handled_failure(config, state, ran.node, transition.error, ran.activation)
         if handled is not None:
-            return handled, transition.error, []
-    return transition, info, []
+            return handled, transition.error
+        fresh = planner.with_fresh_budget(config, state, ran.activation)
+        return replace(transition, state=fresh), info
+    return transition, info
 
 
 def _outcome(
@@ -242,6 +338,9 @@ def _outcome(
     error: ErrorInfo | None,
     duration: float,
     tasks: list[dict[str, Any]],
+    *,
+    seq: int | None = None,
+    next_counter: int | None = None,
 ) -> StepOutcome:
     run_error = transition.error.to_json() if transition.error else None
     run = RunWrite(
@@ -253,9 +352,11 @@ def _outcome(
         advance=transition.advances,
         wake_after=transition.wake_after.total_seconds() if transition.wake_after else None,
         wake_at=transition.wake_at,
+        counter=cursor.step_seq,
+        next_counter=next_counter,
     )
     step = StepWrite(
-        seq=cursor.step_seq,
+        seq=cursor.step_seq if seq is None else seq,
         attempt=attempt,
         node_id=node_id,
         kind=kind,

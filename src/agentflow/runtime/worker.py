@@ -15,13 +15,14 @@ import os
 import socket
 import time
 import uuid
-from dataclasses import dataclass, replace
-from typing import Protocol
+from dataclasses import dataclass, field, replace
+from typing import Any
 from uuid import UUID
 
 from agentflow.agent.env import AgentEnv
 from agentflow.agent.gate import ModelGate
-from agentflow.core.definitions import AgentConfig
+from agentflow.core.definitions import AgentConfig, StructuredConfig
+from agentflow.core.graph.looping import LoopProgress
 from agentflow.core.inbox import EMPTY
 from agentflow.core.records import RunRecord
 from agentflow.core.statuses import RunStatus
@@ -31,6 +32,8 @@ from agentflow.nodes.base import NodeEnv
 from agentflow.nodes.threads import ToolThreads
 from agentflow.runtime import agent_step, metrics, step
 from agentflow.runtime.agent_setup import build_agent_env
+from agentflow.runtime.branches import BranchDriver
+from agentflow.runtime.companions import Companion, keep_running
 from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.dispatcher import Dispatcher
 from agentflow.runtime.failpoints import failpoint
@@ -44,14 +47,6 @@ from agentflow.store.database import UNAVAILABLE_ERRORS, Database, unavailable
 logger = logging.getLogger(__name__)
 
 
-class Companion(Protocol):
-    """A loop that runs beside the worker's claim loop (the dispatcher, the scheduler)."""
-
-    async def run(self) -> None: ...
-
-    def stop(self) -> None: ...
-
-
 @dataclass(eq=False)
 class _Held:
     """One claim this worker holds: the run, its token, and the task driving it."""
@@ -60,7 +55,12 @@ class _Held:
     run_id: UUID
     token: int
     task: asyncio.Task[None] | None = None
-    step: asyncio.Future[step.StepOutcome] | None = None
+    steps: set[asyncio.Future[Any]] = field(default_factory=set)
+
+    def cancel_steps(self) -> None:
+        """Stop the run's running steps (their results would be fenced off anyway)."""
+        for running in self.steps:
+            running.cancel()
 
 
 class Worker:
@@ -150,7 +150,7 @@ class Worker:
         listener = await self.db.listen(lambda _payload: self._wake.set())
         heartbeat = asyncio.create_task(self._heartbeat_loop(), name="agentflow-heartbeat")
         companions = [
-            asyncio.create_task(self._keep_running(c), name=f"agentflow-{type(c).__name__}")
+            asyncio.create_task(keep_running(c, self._stopping), name=f"agentflow-{type(c).__name__}")
             for c in self._companions
         ]
         try:
@@ -166,24 +166,6 @@ class Worker:
                 await heartbeat
             await listener.close()
             await self.agents.aclose()
-
-    async def _keep_running(self, companion: Companion) -> None:
-        """Run a companion; if it fails, log why and start it again after a pause.
-
-        Companions wait out database outages themselves; this is the net under anything
-        else, so that events and schedules are never left silently unhandled by a worker
-        that still claims runs.
-        """
-        pause = 1.0
-        while not self._stopping.is_set():
-            try:
-                await companion.run()
-                return
-            except Exception:
-                logger.exception("%s failed; restarting it in %.0fs", type(companion).__name__, pause)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), pause)
-            pause = min(pause * 2, 30.0)
 
     async def _claim_loop(self) -> None:
         backoff = 0.0
@@ -237,8 +219,8 @@ class Worker:
             logger.warning("run %s ended at claim: %s", run.id, run.status_reason)
             return
         older = self._held.get(run.id)
-        if older is not None and older.step is not None:
-            older.step.cancel()  # our own lapsed claim: its result would be fenced off anyway
+        if older is not None:
+            older.cancel_steps()  # our own lapsed claim: its result would be fenced off anyway
         held = _Held(run.workspace_id, run.id, run.fencing_token)
         self._held[run.id] = held
         held.task = asyncio.create_task(
@@ -271,34 +253,33 @@ class Worker:
             if not await runs.begin(self.db.pool, run.workspace_id, run.id, token, self.name):
                 logger.info("run %s: lease lost before its step began", run.id)
                 return
+            if isinstance(config, StructuredConfig) and config.max_parallel > 1 and config.graph.fans_out:
+                if await self._drive_branches(config, run, held, cursor):
+                    await self._release_quietly(run, token)
+                return
             while True:
                 if not agent and "loops" in cursor.state and not cursor.state.get("ready"):
                     # A loop wake: count its items (not before the steps of other branches).
-                    running = [(o["seq"], o["total"]) for o in cursor.state["loops"]]
-                    found = await loops.progress(self.db.pool, run.workspace_id, run.id, running)
-                    cursor = replace(cursor, loops=found)
+                    cursor = replace(cursor, loops=await self._count_loops(run, cursor))
                 failpoint("before_step")
-                held.step = asyncio.ensure_future(
+                running = asyncio.ensure_future(
                     agent_step.execute(config, run, cursor, self.agents, token)
                     if isinstance(config, AgentConfig)
                     else step.execute(config, run, cursor, self._env, token)
                 )
+                held.steps.add(running)
                 try:
-                    outcome = await held.step
+                    outcome = await running
                 finally:
-                    held.step = None
+                    held.steps.discard(running)
                 failpoint("after_step")
                 done = await self._checkpoint(run, token, outcome)
                 if done is None:
                     return
-                cursor = cursor.after(outcome, done)
+                cursor = await self._refresh(run, cursor.after(outcome, done), done)
                 if self._stopping.is_set():
-                    with contextlib.suppress(*UNAVAILABLE_ERRORS):
-                        await runs.release(self.db.pool, run.workspace_id, run.id, token, self.name)
+                    await self._release_quietly(run, token)
                     return
-                if done.inbox_seq > cursor.inbox.seen:  # deliveries arrived during the step
-                    fresh = await inbox.load(self.db.pool, run.workspace_id, run.id)
-                    cursor = replace(cursor, inbox=fresh)
         except asyncio.CancelledError:
             logger.info("run %s: lease lost during its step; result discarded", run.id)
         except Exception as exc:
@@ -311,6 +292,46 @@ class Worker:
                 # Not released on purpose: the lease expires and the rescue limit bounds a
                 # run that fails this way every time (it ends failed with worker_lost).
                 logger.exception("run %s: unexpected worker error; its lease will expire", run.id)
+
+    async def _drive_branches(
+        self, config: StructuredConfig, run: RunRecord, held: _Held, cursor: step.Cursor
+    ) -> bool:
+        """Run a graph that fans out several nodes at a time (see ``runtime.branches``)."""
+
+        async def checkpoint(outcome: step.StepOutcome) -> runs.Checkpointed | None:
+            failpoint("after_step")
+            return await self._checkpoint(run, held.token, outcome)
+
+        driver = BranchDriver(
+            config,
+            run,
+            self._env,
+            held.token,
+            checkpoint=checkpoint,
+            load_loops=functools.partial(self._count_loops, run),
+            refresh=functools.partial(self._refresh, run),
+            stopping=self._stopping,
+            steps=held.steps,
+        )
+        failpoint("before_step")
+        return await driver.drive(cursor)
+
+    async def _count_loops(self, run: RunRecord, cursor: step.Cursor) -> dict[int, LoopProgress]:
+        """How far the items of the run's running loops are, as the database counts them."""
+        running = [(o["seq"], o["total"]) for o in cursor.state["loops"]]
+        return await loops.progress(self.db.pool, run.workspace_id, run.id, running)
+
+    async def _refresh(self, run: RunRecord, cursor: step.Cursor, done: runs.Checkpointed) -> step.Cursor:
+        """The cursor with the inbox loaded again when deliveries arrived during the step."""
+        if done.inbox_seq > cursor.inbox.seen:
+            fresh = await inbox.load(self.db.pool, run.workspace_id, run.id)
+            return replace(cursor, inbox=fresh)
+        return cursor
+
+    async def _release_quietly(self, run: RunRecord, token: int) -> None:
+        """Hand the run back as the worker stops (an outage leaves it to lease expiry)."""
+        with contextlib.suppress(*UNAVAILABLE_ERRORS):
+            await runs.release(self.db.pool, run.workspace_id, run.id, token, self.name)
 
     async def _release_after_outage(self, run: RunRecord, token: int) -> None:
         """Release a run whose step met a database outage, retrying while our lease may hold.
@@ -375,5 +396,5 @@ class Worker:
                 logger.warning("heartbeat failed: %s", exc)
                 continue
             for claim in held:
-                if claim.run_id not in kept and claim.step is not None:
-                    claim.step.cancel()  # lease lost: stop wasting work; the fence rejects it anyway
+                if claim.run_id not in kept:
+                    claim.cancel_steps()  # lease lost: stop wasting work; the fence rejects it anyway

@@ -33,7 +33,7 @@ WITH r AS (
                 ELSE $7 END,
         output = $8,
         error = $9,
-        step_seq = step_seq + $10::int,
+        step_seq = $25::int,
         attempt = CASE WHEN $10::int = 1 THEN 0 ELSE attempt + 1 END,
         rescues = CASE WHEN $10::int = 1 THEN 0 ELSE rescues END,
         unstarted_rescues = CASE WHEN $10::int = 1 THEN 0 ELSE unstarted_rescues END,
@@ -60,7 +60,7 @@ WITH r AS (
         completed_at = CASE WHEN $5 IN ('completed', 'failed') THEN now() END,$USAGE
         updated_at = now()
     WHERE workspace_id = $1 AND id = $2 AND fencing_token = $3 AND lease_owner = $4
-      AND status = 'in_progress' AND step_seq = $13
+      AND status = 'in_progress' AND step_seq = $24::int
     RETURNING workspace_id, id, status, due_at, cancel_requested, inbox_seq,
               extract(epoch FROM due_at - now())::float8 AS due_in, now() AS db_now,
               state -> 'timers' AS timers
@@ -68,15 +68,15 @@ WITH r AS (
     INSERT INTO run_steps (workspace_id, run_id, seq, attempt, node_id, kind, name, status,
                            input, output, error, idempotency_key, worker, fencing_token,
                            started_at, finished_at$STEP_USAGE_COLUMNS)
-    SELECT r.workspace_id, r.id, $13, $14, $15, $16, $17, $18, $19, $20, $21,
-           r.id::text || ':' || $13, $4, $3,
+    SELECT r.workspace_id, r.id, $13::int, $14, $15, $16, $17, $18, $19, $20, $21,
+           r.id::text || ':' || $13::int, $4, $3,
            clock_timestamp() - make_interval(secs => $22), clock_timestamp()$STEP_USAGE_VALUES
     FROM r
 )
 """
 # Consuming the inbox rows the step saw ($ROWS), exactly once with the step (fenced by r).
 _CONSUME = """, c AS (
-    UPDATE run_inbox i SET consumed_at = now(), consumed_seq = $13
+    UPDATE run_inbox i SET consumed_at = now(), consumed_seq = $13::int
     FROM r WHERE i.workspace_id = r.workspace_id AND i.run_id = r.id
       AND i.id = ANY($ROWS::bigint[]) AND i.consumed_at IS NULL
 )"""
@@ -85,7 +85,7 @@ _TASKS = """, t AS (
     INSERT INTO tasks (workspace_id, id, run_id, origin_key, title, description, assignee,
                        due_at, priority, system_generated, account_id, metadata, expires_at)
     SELECT r.workspace_id, coalesce((x.doc->>'id')::uuid, gen_random_uuid()), r.id,
-           r.id::text || ':' || $13 || ':' || x.n,
+           r.id::text || ':' || $13::int || ':' || x.n,
            x.doc->>'title', x.doc->>'description', x.doc->>'assignee',
            (x.doc->>'due_at')::timestamptz, x.doc->>'priority', true, x.doc->>'account_id',
            coalesce(x.doc->'metadata', '{}'),
@@ -98,7 +98,7 @@ _TASKS = """, t AS (
 _NOTIFICATIONS = """, n AS (
     INSERT INTO notifications (workspace_id, id, run_id, origin_key, channel, recipient, subject,
                                body, kind, account_id, metadata, status, sent_at)
-    SELECT r.workspace_id, (x.doc->>'id')::uuid, r.id, r.id::text || ':' || $13 || ':n' || x.n,
+    SELECT r.workspace_id, (x.doc->>'id')::uuid, r.id, r.id::text || ':' || $13::int || ':n' || x.n,
            x.doc->>'channel', x.doc->>'recipient', x.doc->>'subject', coalesce(x.doc->>'body', ''),
            coalesce(x.doc->>'kind', 'message'), x.doc->>'account_id', coalesce(x.doc->'metadata', '{}'),
            CASE WHEN x.doc->>'channel' = 'in_app' THEN 'sent' ELSE 'pending' END,
@@ -109,7 +109,7 @@ _NOTIFICATIONS = """, n AS (
 _APPROVAL = """, a AS (
     INSERT INTO approvals (workspace_id, id, run_id, step_seq, tool, arguments, arguments_hash,
                            expires_at)
-    SELECT r.workspace_id, ($APPROVAL::jsonb->>'id')::uuid, r.id, $13, $APPROVAL::jsonb->>'tool',
+    SELECT r.workspace_id, ($APPROVAL::jsonb->>'id')::uuid, r.id, $13::int, $APPROVAL::jsonb->>'tool',
            $APPROVAL::jsonb->'arguments', $APPROVAL::jsonb->>'arguments_hash',
            now() + make_interval(secs => ($APPROVAL::jsonb->>'expires_in')::float8)
     FROM r
@@ -121,7 +121,7 @@ _CHILDREN = """, k AS (
     INSERT INTO runs (workspace_id, id, workflow_id, workflow_version, status, input, state,
                       parent_run_id, parent_step, item_index, due_at)
     SELECT r.workspace_id, gen_random_uuid(), p.workflow_id, p.workflow_version, 'created', p.input,
-           x.doc->'state', r.id, $13, (x.doc->>'item_index')::int,
+           x.doc->'state', r.id, $13::int, (x.doc->>'item_index')::int,
            CASE WHEN (x.doc->>'released')::boolean THEN now() ELSE 'infinity' END
     FROM r JOIN runs p ON p.workspace_id = r.workspace_id AND p.id = r.id,
          jsonb_array_elements($CHILDREN::jsonb) AS x(doc)
@@ -216,7 +216,9 @@ class RunWrite:
     ``inbox_seen`` is the run's delivery count as of the inbox the step saw (a wait for an event
     is due at once when the row's count is higher); ``consumed`` lists the inbox rows the step
     used, consumed by this checkpoint; ``wake_parent`` is the loop's run, for a loop item
-    (woken when the item ends).
+    (woken when the item ends). ``counter`` is the run's step counter as the worker knows
+    it (the checkpoint is fenced on it; default: the step's number) and ``next_counter``
+    what it becomes (default: one more when the step advances the run).
     """
 
     status: str
@@ -230,6 +232,8 @@ class RunWrite:
     inbox_seen: int = 0
     consumed: tuple[int, ...] = ()
     wake_parent: UUID | None = None
+    counter: int | None = None
+    next_counter: int | None = None
 
 
 @dataclass(frozen=True)
@@ -297,7 +301,7 @@ def _statement(
 ) -> str:
     """The checkpoint with only the parts this step needs (the common step needs none);
     ``loops``: children, release, cancel, wake the parent."""
-    sql, number = _CHECKPOINT, 24
+    sql, number = _CHECKPOINT, 26
     parts = ""
     children, release, cancel, parent = loops
     for wanted, fragment, marker in (
@@ -357,6 +361,8 @@ async def checkpoint(
         step.seq, step.attempt, step.node_id, step.kind, step.name, step.status,
         step.input, step.output, step.error, step.duration, run.inbox_seen,
     ]  # fmt: skip
+    expected = step.seq if run.counter is None else run.counter
+    args += [expected, expected + int(run.advance) if run.next_counter is None else run.next_counter]
     if run.consumed:
         args.append(list(run.consumed))
     if effects.tasks:

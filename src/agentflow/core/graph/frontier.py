@@ -37,12 +37,17 @@ class Activation:
         via: the predecessors whose links made it ready (one; for a join, every one that fired).
         supplied: its ``input`` was given when the run started there (``start_from``).
         input: that input.
+        seq: its step number, once a worker started it beside others (see ``number``);
+            None: it takes the next free number when it starts.
+        failures: its failed attempts so far, when it retries on its own (beside others).
     """
 
     node: str
     via: tuple[str, ...] = ()
     supplied: bool = False
     input: Any = None
+    seq: int | None = None
+    failures: int = 0
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,8 @@ class Timer:
         secs: seconds from the checkpoint that writes it (it then becomes ``at``).
         at: when it is due, database time (ISO 8601).
         on_event: also due when something new arrives in the run's inbox.
+        retry: an activation that failed beside others and runs again when this is due
+            (then ``source`` is its node and ``port`` is empty).
     """
 
     source: str
@@ -61,6 +68,7 @@ class Timer:
     secs: float | None = None
     at: str | None = None
     on_event: bool = False
+    retry: Activation | None = None
 
     def due_by(self, now: datetime | None) -> bool:
         """Whether it is due at database time ``now`` (never when ``at`` is not known yet)."""
@@ -145,10 +153,7 @@ def load(state: dict[str, Any], graph: Graph) -> Frontier:
         via = tuple(link.source for link in graph.incoming(node))
         return Frontier(ready=(Activation(node, via[:1]),))
     return Frontier(
-        ready=tuple(
-            Activation(a["node"], tuple(a.get("via", ())), "input" in a, a.get("input"))
-            for a in state.get("ready", ())
-        ),
+        ready=tuple(_activation(a) for a in state.get("ready", ())),
         timers=tuple(_timer(t) for t in state.get("timers", ())),
         arrivals={node: dict(seen) for node, seen in state.get("arrivals", {}).items()},
         skipped=tuple(state.get("skipped", ())),
@@ -170,7 +175,11 @@ def dump(frontier: Frontier, state: dict[str, Any], graph: Graph) -> dict[str, A
         only = frontier.ready[0]
         incoming = graph.incoming(only.node)
         compact = (
-            not only.supplied and len(incoming) <= 1 and only.via == tuple(link.source for link in incoming)
+            not only.supplied
+            and only.seq is None
+            and not only.failures
+            and len(incoming) <= 1
+            and only.via == tuple(link.source for link in incoming)
         )
     if compact:
         return {"node": frontier.ready[0].node if frontier.ready else None, **kept}
@@ -191,15 +200,31 @@ def dump(frontier: Frontier, state: dict[str, Any], graph: Graph) -> dict[str, A
     return {**doc, **kept}
 
 
+def _activation(doc: dict[str, Any]) -> Activation:
+    return Activation(
+        doc["node"],
+        tuple(doc.get("via", ())),
+        "input" in doc,
+        doc.get("input"),
+        doc.get("seq"),
+        doc.get("failures", 0),
+    )
+
+
 def _activation_json(activation: Activation) -> dict[str, Any]:
     doc: dict[str, Any] = {"node": activation.node, "via": list(activation.via)}
     if activation.supplied:
         doc["input"] = activation.input
+    if activation.seq is not None:
+        doc["seq"] = activation.seq
+    if activation.failures:
+        doc["failures"] = activation.failures
     return doc
 
 
 def _timer(doc: dict[str, Any]) -> Timer:
-    return Timer(doc["from"], doc["port"], doc.get("secs"), doc.get("at"), bool(doc.get("event")))
+    retry = _activation(doc["retry"]) if "retry" in doc else None
+    return Timer(doc["from"], doc["port"], doc.get("secs"), doc.get("at"), bool(doc.get("event")), retry)
 
 
 def _timer_json(timer: Timer) -> dict[str, Any]:
@@ -210,6 +235,8 @@ def _timer_json(timer: Timer) -> dict[str, Any]:
         doc["secs"] = timer.secs
     if timer.on_event:
         doc["event"] = True
+    if timer.retry is not None:
+        doc["retry"] = _activation_json(timer.retry)
     return doc
 
 
@@ -264,10 +291,38 @@ def release(graph: Graph, frontier: Frontier, now: datetime | None, *, inbox_new
     if not due:
         return frontier
     moved = _Moves.of(graph, frontier, timers=[t for t in frontier.timers if t not in due])
-    for timer in due:
+    # In the order they fell due: a later look finds the same ones first and more after,
+    # so what they make ready takes the same step numbers whenever a worker looks.
+    last = frontier.last
+    for timer in sorted(due, key=lambda t: t.at or ""):
+        if timer.retry is not None:
+            moved.ready.append(timer.retry)
+            continue
+        last = timer.source
         for link in graph.outgoing(timer.source, timer.port):
             moved.resolve(link, fired=True)
-    return moved.frontier(last=due[-1].source)
+    return moved.frontier(last=last)
+
+
+def retry_later(frontier: Frontier, failed: Activation, failures: int, secs: float) -> Frontier:
+    """The frontier after ``failed`` failed its ``failures``-th attempt while other
+    activations ran: it sleeps ``secs`` (a timer stamped by the checkpoint) and runs again,
+    under the same step number, while the others go on."""
+    ready = list(frontier.ready)
+    ready.remove(failed)
+    again = replace(failed, failures=failures)
+    timer = Timer(failed.node, "", secs=secs, retry=again)
+    return replace(frontier, ready=tuple(ready), timers=(*frontier.timers, timer))
+
+
+def mark_started(frontier: Frontier, started: dict[int, int]) -> Frontier:
+    """``frontier`` with the ready activations at the positions in ``started`` given those
+    step numbers (a worker runs them beside others: their numbers must not change)."""
+    ready = tuple(
+        replace(a, seq=started[i]) if i in started and a.seq is None else a
+        for i, a in enumerate(frontier.ready)
+    )
+    return replace(frontier, ready=ready)
 
 
 def earliest(frontier: Frontier) -> tuple[float | None, str | None]:

@@ -90,6 +90,12 @@ class Graph:
         """Links entering ``node_id``."""
         return self._in.get(node_id, [])
 
+    @property
+    def fans_out(self) -> bool:
+        """Some port leads to several nodes: activations of one run can be ready at once."""
+        ports = [(link.source, link.port) for link in self.links]
+        return len(set(ports)) < len(ports)
+
     def roots(self) -> list[str]:
         """Nodes no link enters, in config order."""
         return [node_id for node_id in self.nodes if not self._in.get(node_id)]
