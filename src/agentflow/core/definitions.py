@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from datetime import timedelta
@@ -13,7 +14,6 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    PrivateAttr,
     TypeAdapter,
     ValidationError,
     field_validator,
@@ -164,14 +164,11 @@ class StructuredConfig(WorkflowBase):
     max_parallel: int = Field(default=4, ge=1, le=64)
     nodes: list[NodeSpec] = Field(min_length=1, max_length=1000)
     edges: list[Edge] | None = Field(default=None, max_length=5000)
-    _graph: Graph | None = PrivateAttr(default=None)
 
-    @property
+    @functools.cached_property
     def graph(self) -> Graph:
-        """The nodes and their links (built once)."""
-        if self._graph is None:
-            self._graph = build_graph(self.nodes, self.edges, self.start)
-        return self._graph
+        """The nodes and their links (built once; asked many times per step)."""
+        return build_graph(self.nodes, self.edges, self.start)
 
     def node(self, node_id: str) -> NodeSpec:
         """Return the node with ``node_id``."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,9 +40,9 @@ class ToolSpec:
     timeout: timedelta | None
     side_effecting: bool
 
-    @property
+    @functools.cached_property
     def is_async(self) -> bool:
-        """True for ``async def`` tools."""
+        """True for ``async def`` tools (asked on every call: computed once)."""
         return inspect.iscoroutinefunction(self.fn)
 
     def validate_args(self, args: dict[str, Any]) -> dict[str, Any]:

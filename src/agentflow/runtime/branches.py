@@ -68,6 +68,7 @@ class BranchDriver:
         steps: set[asyncio.Future[step.Ran]],
     ) -> None:
         self.config, self.run, self.env, self.token = config, run, env, token
+        self._graph = config.graph
         self._checkpoint, self._load_loops, self._refresh = checkpoint, load_loops, refresh
         self._stopping = stopping
         self._steps = steps
@@ -82,8 +83,9 @@ class BranchDriver:
             while True:
                 now = _estimate(cursor.now, seen_at)
                 state = planner.released(self.config, cursor.state, now, inbox_news=bool(cursor.inbox.view()))
+                current = frontier.load(state, self._graph)
                 if not self._stopping.is_set():
-                    state, counter = self._start(cursor, state, counter)
+                    current, state, counter = self._start(cursor, current, state, counter)
                 cursor = replace(cursor, state=state)
                 if not self._running:
                     if self._stopping.is_set():
@@ -93,7 +95,7 @@ class BranchDriver:
                         cursor = replace(cursor, loops=await self._load_loops(cursor))
                     outcome = await step.execute(self.config, self.run, cursor, self.env, self.token)
                 else:
-                    ended = await self._first_ended(frontier.load(state, self.config.graph), now)
+                    ended = await self._first_ended(current, now)
                     if ended is None:
                         continue  # a timer is due: release it
                     outcome = await step.decide(
@@ -114,9 +116,10 @@ class BranchDriver:
                 task.cancel()
                 self._steps.discard(task)
 
-    def _start(self, cursor: step.Cursor, state: dict[str, Any], counter: int) -> tuple[dict[str, Any], int]:
+    def _start(
+        self, cursor: step.Cursor, current: frontier.Frontier, state: dict[str, Any], counter: int
+    ) -> tuple[frontier.Frontier, dict[str, Any], int]:
         """Start ready activations up to the limit; the state marks each with its number."""
-        current = frontier.load(state, self.config.graph)
         running = {a.seq for a in self._running.values()}
         free = self.config.max_parallel - len(self._running)
         numbers: dict[int, int] = {}
@@ -131,9 +134,9 @@ class BranchDriver:
                 numbers[index] = activation.seq
             free -= 1
         if not numbers:
-            return state, counter
+            return current, state, counter
         marked = frontier.mark_started(current, numbers)
-        state = frontier.dump(marked, state, self.config.graph)
+        state = frontier.dump(marked, state, self._graph)
         view = replace(cursor, state=state)
         for index in numbers:
             activation = marked.ready[index]
@@ -146,7 +149,7 @@ class BranchDriver:
             )  # fmt: skip
             self._running[task] = activation
             self._steps.add(task)
-        return state, counter
+        return marked, state, counter
 
     async def _first_ended(self, current: frontier.Frontier, now: datetime | None) -> step.Ran | None:
         """The first running activation to end, or None when a timer falls due first."""

@@ -151,7 +151,7 @@ async def execute(
     ran = await run_activation(
         config,
         run,
-        replace(cursor, state=state),
+        cursor if state is cursor.state else replace(cursor, state=state),
         activation,
         seq,
         activation.failures + attempt,
@@ -259,7 +259,7 @@ async def decide(
     run goes on, and the counter moves past every number handed out.
     """
     node, result, failure, retryable = ran.node, ran.result, ran.failure, ran.retryable
-    if failure is None:
+    if failure is None and node.save_to_state:
         try:
             # Saved in this step's own checkpoint (the state document), so no extra write.
             state = await call_rendering(
