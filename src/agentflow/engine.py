@@ -268,9 +268,11 @@ class Engine:
         status: str | None = None,
         limit: int = 50,
         before: UUID | None = None,
+        loop_of: UUID | None = None,
         workspace_id: UUID = DEFAULT_WORKSPACE,
     ) -> list[RunRecord]:
-        """Runs, newest first, optionally of one workflow and/or status."""
+        """Runs, newest first, optionally of one workflow and/or status; the items of the
+        loops of run ``loop_of`` instead of runs that are not loop items."""
         workflow_id = (await self.get_workflow(workflow, workspace_id=workspace_id)).id if workflow else None
         return await reads.list_runs(
             self.db.pool,
@@ -279,6 +281,7 @@ class Engine:
             status=status,
             limit=limit,
             before=before,
+            loop_of=loop_of,
         )
 
     async def list_steps(

@@ -106,3 +106,28 @@ async def test_show_cancel_accept_a_unique_prefix_and_refuse_an_ambiguous_one(
     assert short.returncode == 1 and "run_id_invalid" in short.stderr and "at least 4" in short.stderr
     nonsense = await asyncio.to_thread(run_cli, ["runs", "show", "not-a-run"], env)
     assert nonsense.returncode == 1 and "run_not_found" in nonsense.stderr
+
+
+LOOPING = {
+    "name": "loops",
+    "kind": "structured",
+    "nodes": [
+        {"id": "each", "type": "for_each", "items": "{{ payload.rows }}"},
+        {"id": "item", "type": "tool", "tool": "echo", "args": {"value": "{{ input }}"}},
+    ],
+    "edges": [{"from": "each", "port": "iteration", "to": "item"}],
+}
+
+
+@pytest.mark.usefixtures("worker")
+async def test_list_shows_loop_items_only_under_their_run(engine: Engine, database_url: str) -> None:
+    await engine.publish_workflow(LOOPING)
+    run = await engine.start_run("loops", {"rows": [1, 2, 3]})
+    assert (await engine.wait_for_run(run.id, timeout=30)).status == "completed"
+    items = {str(r.id) for r in await engine.list_runs(workflow="loops", loop_of=run.id)}
+    env = cli_env(database_url, COLUMNS="200")
+    top = await asyncio.to_thread(run_cli, ["runs", "list", "-w", "loops"], env)
+    under = await asyncio.to_thread(run_cli, ["runs", "list", "--loop-of", str(run.id)[:8]], env)
+    assert top.returncode == 0 and under.returncode == 0, top.stderr + under.stderr
+    assert str(run.id) in top.stdout and not any(i in top.stdout for i in items), top.stdout
+    assert len(items) == 3 and all(i in under.stdout for i in items), under.stdout

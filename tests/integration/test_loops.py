@@ -60,6 +60,25 @@ async def test_each_item_runs_the_body_as_a_child_run_and_the_results_join_in_or
     steps = await engine.list_steps(run.id)
     assert next(s.node_id for s in steps if s.node_id is not None) == "each"
     assert steps[-1].node_id == "summary"
+
+
+async def test_loop_items_are_listed_under_their_run_not_among_the_workflows_runs(
+    engine: Engine, worker: Worker
+) -> None:
+    await engine.publish_workflow(loop_flow("listed", concurrency=5))
+    run = await engine.start_run("listed", {"rows": list(range(5))})
+    assert (await engine.wait_for_run(run.id, timeout=30)).status == "completed"
+    assert [r.id for r in await engine.list_runs(workflow="listed")] == [run.id]
+    items = await engine.list_runs(workflow="listed", loop_of=run.id)
+    assert sorted(r.item_index or 0 for r in items) == list(range(5))
+    async with serve(create_app(engine)) as base, httpx.AsyncClient(base_url=base) as client:
+        top = (await client.get("/api/ai/workflows/listed/runs")).json()
+        looped = (await client.get("/api/ai/workflows/listed/runs", params={"loop_of": str(run.id)})).json()
+        bad = await client.get("/api/ai/workflows/listed/runs", params={"loop_of": "nope"})
+    assert [r["id"] for r in top["runs"]] == [str(run.id)]
+    assert {r["parent_activation_id"] for r in looped["runs"]} == {f"{run.id}:{items[0].parent_step}"}
+    assert len(looped["runs"]) == 5
+    assert bad.status_code == 422, bad.text
     child_steps = await engine.list_steps(await _child_id(engine, run.id, 0))
     assert [s.node_id for s in child_steps] == ["double", "label"]
 

@@ -39,11 +39,23 @@ async def list_runs(
     before: Annotated[
         UUID | None, Query(description="Continue after this run (the previous page's `next_before`).")
     ] = None,
+    loop_of: Annotated[
+        UUID | None,
+        Query(
+            description="The loop items (child runs of `for_each` nodes) of this run, not top-level runs."
+        ),
+    ] = None,
 ) -> RunList:
-    """Runs of the workflow, newest first, one page at a time."""
+    """Runs of the workflow, newest first, one page at a time. Loop items are not listed
+    among them (a loop of 1,000 items is one run): ask for them with ``loop_of``."""
     workflow = await engine.get_workflow(workflow_ref(workflow_id), workspace_id=workspace)
     records = await engine.list_runs(
-        workflow=workflow.id, status=status, limit=limit, before=before, workspace_id=workspace
+        workflow=workflow.id,
+        status=status,
+        limit=limit,
+        before=before,
+        loop_of=loop_of,
+        workspace_id=workspace,
     )
     next_before = records[-1].id if len(records) == limit else None
     return RunList(runs=[Run.model_validate(r) for r in records], next_before=next_before)

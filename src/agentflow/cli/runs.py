@@ -67,11 +67,15 @@ def list_(
     workflow: str | None = typer.Option(None, "--workflow", "-w", help="Only this workflow."),
     status: str | None = typer.Option(None, "--status", "-s", help="Only this status."),
     limit: int = typer.Option(50, min=1, max=1000),
+    loop_of: str | None = typer.Option(
+        None, "--loop-of", help="The loop items of this run (they are not listed otherwise)."
+    ),
 ) -> None:
-    """List runs, newest first."""
+    """List runs, newest first (loop items only with --loop-of)."""
 
     async def go(engine: Engine) -> None:
-        runs = await engine.list_runs(workflow=workflow, status=status, limit=limit)
+        parent = await resolve_run_id(engine, loop_of) if loop_of else None
+        runs = await engine.list_runs(workflow=workflow, status=status, limit=limit, loop_of=parent)
         names = {w.id: w.name for w in await engine.list_workflows()}
         console.print(runs_table(runs, names))
 

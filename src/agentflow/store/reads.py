@@ -24,16 +24,20 @@ async def list_runs(
     status: str | None,
     limit: int,
     before: UUID | None,
+    loop_of: UUID | None = None,
 ) -> list[RunRecord]:
-    """Runs newest first; ``before`` continues a listing after that run."""
+    """Runs newest first; ``before`` continues a listing after that run. Loop items are
+    listed only under their run (``loop_of``), so a loop of 1,000 items is one run here."""
     rows = await pool.fetch(
         "SELECT * FROM runs WHERE workspace_id = $1"
         " AND ($2::uuid IS NULL OR workflow_id = $2)"
         " AND ($3::text IS NULL OR status = $3)"
+        " AND ($6::uuid IS NULL AND parent_step IS NULL"
+        "      OR parent_run_id = $6 AND parent_step IS NOT NULL)"
         " AND ($5::uuid IS NULL OR (created_at, id) <"
         "      (SELECT created_at, id FROM runs WHERE workspace_id = $1 AND id = $5))"
         " ORDER BY created_at DESC, id DESC LIMIT $4",
-        workspace_id, workflow_id, status, limit, before,
+        workspace_id, workflow_id, status, limit, before, loop_of,
     )  # fmt: skip
     return [RunRecord.from_row(r) for r in rows]
 
