@@ -12,6 +12,7 @@ import tests.support.tools  # noqa: F401  (registers the tools)
 from agentflow.api.app import create_app
 from agentflow.engine import Engine
 from agentflow.runtime.worker import Worker
+from agentflow.store import runs
 from tests.support.http_server import serve
 
 
@@ -210,7 +211,9 @@ async def test_loop_items_are_runs_the_api_shows_queued_ones_included(engine: En
     async with serve(create_app(engine)) as base, httpx.AsyncClient(base_url=base) as client:
         parent = (await client.get(f"/api/ai/workflows/shown/runs/{run.id}")).json()
     loop_step = next(s for s in parent["steps"] if s["node_id"] == "each")
-    assert loop_step["activation_id"] == body["parent_activation_id"], "an item points at its loop's activation"
+    assert loop_step["activation_id"] == body["parent_activation_id"], (
+        "an item points at its loop's activation"
+    )
 
 
 async def test_loops_nest_and_bodies_branch(engine: Engine, worker: Worker) -> None:
@@ -292,3 +295,55 @@ async def test_canceling_a_run_cancels_the_items_of_its_nested_loops(engine: Eng
     left = [r["status"] for r in statuses if r["status"] not in ("completed", "canceled")]
     assert left == [], left
     assert sum(r["status"] == "canceled" for r in statuses) >= 12
+
+
+async def test_a_failed_loop_cancels_the_items_of_loops_nested_in_its_items(
+    engine: Engine, worker: Worker
+) -> None:
+    await engine.publish_workflow(
+        {
+            "name": "nested-fail",
+            "kind": "structured",
+            "nodes": [
+                {"id": "rows", "type": "for_each", "items": "{{ payload.rows }}", "concurrency": 2},
+                {
+                    "id": "route",
+                    "type": "condition",
+                    "branches": [{"port": "doomed", "when": {"path": "input", "op": "eq", "value": 0}}],
+                },
+                {"id": "pause", "type": "tool", "tool": "sleepy", "args": {"seconds": 1.5}},
+                {"id": "boom", "type": "tool", "tool": "always_fails", "args": {"retryable": False}},
+                {"id": "cells", "type": "for_each", "items": "{{ range(input) | list }}", "concurrency": 1},
+                {"id": "slow", "type": "tool", "tool": "sleepy", "args": {"seconds": 0.5}},
+            ],
+            "edges": [
+                {"from": "rows", "port": "iteration", "to": "route"},
+                {"from": "route", "port": "doomed", "to": "pause"},
+                {"from": "pause", "to": "boom"},
+                {"from": "route", "port": "default", "to": "cells"},
+                {"from": "cells", "port": "iteration", "to": "slow"},
+            ],
+        }
+    )
+    run = await engine.start_run("nested-fail", {"rows": [0, 6]})
+    done = await engine.wait_for_run(run.id, timeout=60)
+    assert done.status == "failed" and done.error["code"] == "loop_item_failed", done.error
+    grandchildren = (
+        "SELECT g.status FROM runs g JOIN runs c ON g.parent_run_id = c.id WHERE c.parent_run_id = $1"
+    )
+    statuses: list[str] = []
+    for _ in range(200):
+        statuses = [r["status"] for r in await engine.db.pool.fetch(grandchildren, run.id)]
+        if statuses and all(s in ("completed", "canceled") for s in statuses):
+            break
+        await asyncio.sleep(0.1)
+    assert len(statuses) == 6, "the nested loop had not started: the test proved nothing"
+    assert set(statuses) <= {"completed", "canceled"} and "canceled" in statuses, statuses
+
+
+async def test_items_not_let_run_yet_are_never_due_for_a_sleeping_worker(engine: Engine) -> None:
+    await engine.publish_workflow(loop_flow("held-back", concurrency=1))
+    run = await engine.start_run("held-back", {"rows": [1]})
+    # What a worker sees when the only runs with a due time are items held back by their loop.
+    await engine.db.pool.execute("UPDATE runs SET due_at = 'infinity' WHERE id = $1", run.id)
+    assert await runs.seconds_to_next_due(engine.db.pool) is None

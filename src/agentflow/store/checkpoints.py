@@ -137,9 +137,16 @@ _RELEASE = """, rl AS (
       AND c.parent_step = (q.x->>0)::int AND c.item_index < (q.x->>1)::int AND c.due_at = 'infinity'
     RETURNING pg_notify('agentflow_runs', '')
 )"""
-# Cancel a failed loop's unfinished items ($CANCEL: loop steps): at once when no worker holds
-# them, at their step's end otherwise.
-_CANCEL_LOOPS = """, cl AS (
+# Cancel a failed loop's unfinished items ($CANCEL: loop steps), and theirs (nested loops): at
+# once when no worker holds them, at their step's end otherwise.
+_CANCEL_LOOPS = """, ct AS (
+    SELECT c.workspace_id, c.id FROM runs c, r
+    WHERE c.workspace_id = r.workspace_id AND c.parent_run_id = r.id
+      AND c.parent_step IN (SELECT value::int FROM jsonb_array_elements_text($CANCEL::jsonb))
+    UNION
+    SELECT c.workspace_id, c.id FROM runs c JOIN ct ON c.workspace_id = ct.workspace_id
+      AND c.parent_run_id = ct.id AND c.parent_step IS NOT NULL
+), cl AS (
     UPDATE runs c SET
         cancel_requested = true,
         status = CASE WHEN c.lease_owner IS NULL THEN 'canceled' ELSE c.status END,
@@ -147,8 +154,7 @@ _CANCEL_LOOPS = """, cl AS (
         due_at = CASE WHEN c.lease_owner IS NULL THEN NULL ELSE c.due_at END,
         canceled_at = CASE WHEN c.lease_owner IS NULL THEN now() ELSE c.canceled_at END,
         updated_at = now()
-    FROM r WHERE c.workspace_id = r.workspace_id AND c.parent_run_id = r.id AND c.active
-      AND c.parent_step IN (SELECT value::int FROM jsonb_array_elements_text($CANCEL::jsonb))
+    FROM ct WHERE c.workspace_id = ct.workspace_id AND c.id = ct.id AND c.active
 )"""
 # A loop item that ended wakes its parent ($PARENT), which counts its loop's items.
 _WAKE_PARENT = """, wp AS (
@@ -336,6 +342,8 @@ def _statement(
         parts += workspace_usage
     else:
         sql = sql.replace("$USAGE", "").replace("$STEP_USAGE_COLUMNS", "").replace("$STEP_USAGE_VALUES", "")
+    if cancel:  # the items of nested loops are found recursively
+        sql = sql.replace("WITH r AS (", "WITH RECURSIVE r AS (", 1)
     return sql.rstrip() + parts + "\nSELECT * FROM r"
 
 

@@ -312,9 +312,10 @@ async def retry(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID) -> RunReco
 
 
 async def seconds_to_next_due(pool: asyncpg.Pool) -> float | None:
-    """Seconds (database clock) until the earliest due run; negative if one is overdue."""
+    """Seconds (database clock) until the earliest due run; negative if one is overdue.
+    Loop items not let run yet (due 'infinity') are never due."""
     value = await pool.fetchval(
         "SELECT extract(epoch FROM min(due_at) - clock_timestamp())::float8 FROM runs"
-        " WHERE due_at IS NOT NULL"
+        " WHERE due_at < 'infinity'"
     )
     return None if value is None else float(value)
