@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 
 import httpx
@@ -347,3 +348,46 @@ async def test_items_not_let_run_yet_are_never_due_for_a_sleeping_worker(engine:
     # What a worker sees when the only runs with a due time are items held back by their loop.
     await engine.db.pool.execute("UPDATE runs SET due_at = 'infinity' WHERE id = $1", run.id)
     assert await runs.seconds_to_next_due(engine.db.pool) is None
+
+
+async def test_a_retried_run_runs_only_the_loop_items_that_did_not_complete(
+    engine: Engine, worker: Worker
+) -> None:
+    tag = uuid.uuid4().hex
+    await engine.publish_workflow(
+        {
+            "name": "retry-items",
+            "kind": "structured",
+            "nodes": [
+                {"id": "each", "type": "for_each", "items": "{{ payload.rows }}", "concurrency": 1},
+                {
+                    "id": "body",
+                    "type": "tool",
+                    "tool": "flaky",
+                    "args": {"key": tag + "-{{ input }}", "fail_times": "{{ 1 if input == 2 else 0 }}"},
+                    "retry": {"max_attempts": 1},
+                },
+                {"id": "joined", "type": "finish", "output": "{{ input }}"},
+            ],
+            "edges": [
+                {"from": "each", "port": "iteration", "to": "body"},
+                {"from": "each", "port": "done", "to": "joined"},
+            ],
+        }
+    )
+    run = await engine.start_run("retry-items", {"rows": [1, 2, 3, 4]})
+    failed = await engine.wait_for_run(run.id, timeout=30)
+    assert failed.status == "failed" and failed.error["details"]["index"] == 1, failed.error
+    await asyncio.sleep(0.3)
+    assert [k["status"] for k in await children(engine, run.id)] == [
+        "completed",
+        "failed",
+        "canceled",
+        "canceled",
+    ]
+    await engine.retry_run(run.id)
+    done = await engine.wait_for_run(run.id, timeout=30)
+    assert done.status == "completed", done.error
+    # Item 0 kept its result (one call), item 1 ran again (its second call), the rest ran once.
+    assert done.output == [{"calls": 1}, {"calls": 2}, {"calls": 1}, {"calls": 1}]
+    assert len(await children(engine, run.id)) == 4, "the items are the same runs"

@@ -120,9 +120,9 @@ def _failed(
             config, state, after, "failed", None, handled=error, release=release, cancel_loops=cancel
         )
         return LoopStep(handled, node.id, None)
-    # The loop's activation stays ready, so a retried run runs the loop again.
-    again = frontier.Frontier(ready=(Activation(loop.node, loop.via),), skipped=current.skipped)
-    left = frontier.dump(again, state, config.graph)
+    # The loop stays in the frontier with everything else: retrying the run runs the items
+    # that did not complete again (store.runs.retry) and keeps those that did.
+    left = frontier.dump(current, state, config.graph)
     failed = Transition(
         RunStatus.FAILED, left, "failed", reason=error.code, error=error, release=release, cancel_loops=cancel
     )

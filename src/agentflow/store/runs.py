@@ -293,21 +293,51 @@ async def cancel(
     return RunRecord.from_row(row) if row else None
 
 
+_RETRY = f"""
+WITH RECURSIVE p AS (
+    UPDATE runs SET status = 'in_progress', status_reason = 'retried', attempt = 0,
+        rescues = 0, unstarted_rescues = 0, error = NULL, completed_at = NULL, cancel_requested = false,
+        due_at = now(), lease_owner = NULL, lease_expires_at = NULL,
+        fencing_token = fencing_token + 1, updated_at = now()
+    WHERE workspace_id = $1 AND id = $2 AND status = 'failed'
+    RETURNING *, pg_notify('{WAKE_CHANNEL}', '')
+), tree AS (
+    -- The items that did not complete of the loops the run still waits for, and theirs.
+    SELECT c.workspace_id, c.id, c.item_index, (l.doc->>'released')::int AS released
+    FROM p CROSS JOIN LATERAL jsonb_array_elements(coalesce(p.state->'loops', '[]')) AS l(doc)
+    JOIN runs c ON c.workspace_id = p.workspace_id AND c.parent_run_id = p.id
+               AND c.parent_step = (l.doc->>'seq')::int
+    WHERE c.status IN ('failed', 'canceled')
+    UNION ALL
+    SELECT c.workspace_id, c.id, c.item_index, (l.doc->>'released')::int
+    FROM tree t JOIN runs k ON k.workspace_id = t.workspace_id AND k.id = t.id
+    CROSS JOIN LATERAL jsonb_array_elements(coalesce(k.state->'loops', '[]')) AS l(doc)
+    JOIN runs c ON c.workspace_id = k.workspace_id AND c.parent_run_id = k.id
+               AND c.parent_step = (l.doc->>'seq')::int
+    WHERE c.status IN ('failed', 'canceled')
+), items AS (
+    -- Each goes on from where it stopped, as a retried run; those its loop had not let run
+    -- yet wait for it again.
+    UPDATE runs c SET status = CASE WHEN c.started_at IS NULL THEN 'created' ELSE 'in_progress' END,
+        status_reason = 'retried', attempt = 0, rescues = 0, unstarted_rescues = 0, error = NULL,
+        completed_at = NULL, canceled_at = NULL, cancel_requested = false,
+        due_at = CASE WHEN tree.item_index < tree.released THEN now() ELSE 'infinity' END,
+        lease_owner = NULL, lease_expires_at = NULL, fencing_token = c.fencing_token + 1, updated_at = now()
+    FROM tree WHERE c.workspace_id = tree.workspace_id AND c.id = tree.id
+)
+SELECT * FROM p
+"""
+
+
 async def retry(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID) -> RunRecord | None:
-    """Make a failed run ready again from its failed step, with a fresh attempt budget.
+    """Make a failed run ready again from its failed step, with a fresh attempt budget; the
+    items of its loops that did not complete (and of loops nested in them) go on again too,
+    and completed items are kept.
 
     Raises:
         asyncpg.UniqueViolationError: another run now holds the run's enrollment key.
     """
-    row = await pool.fetchrow(
-        "UPDATE runs SET status = 'in_progress', status_reason = 'retried', attempt = 0,"
-        " rescues = 0, unstarted_rescues = 0, error = NULL, completed_at = NULL, cancel_requested = false,"
-        " due_at = now(), lease_owner = NULL, lease_expires_at = NULL,"
-        " fencing_token = fencing_token + 1, updated_at = now()"
-        " WHERE workspace_id = $1 AND id = $2 AND status = 'failed'"
-        f" RETURNING *, pg_notify('{WAKE_CHANNEL}', '')",
-        workspace_id, run_id,
-    )  # fmt: skip
+    row = await pool.fetchrow(_RETRY, workspace_id, run_id)
     return RunRecord.from_row(row) if row else None
 
 
