@@ -6,7 +6,7 @@ import pytest
 
 from agentflow.core.errors import StepFailure
 from agentflow.core.step_context import StepContext
-from agentflow.core.templating import render
+from agentflow.core.templating import copied, has_templates, render
 from agentflow.core.tools import ToolRegistry, tool
 
 CTX = {"payload": {"n": 3, "name": "Ada", "items": [1, 2]}, "steps": {"a": {"v": 10}}}
@@ -68,3 +68,14 @@ def test_step_context_key_and_task_drafts() -> None:
     assert ctx.idempotency_key == f"{run_id}:4"
     ctx.create_task("Call the customer", assignee="dana", priority="high")
     assert [(t.title, t.assignee) for t in ctx.tasks] == [("Call the customer", "dana")]
+
+
+def test_values_without_templates_are_found_and_copied_not_shared() -> None:
+    static = {"to": ["a@x.io", {"cc": 1}], "n": 2, "s": "plain { text }"}
+    assert not has_templates(static) and not has_templates([]) and not has_templates(None)
+    assert has_templates({"to": ["a", {"cc": "{{ payload.cc }}"}]})
+    assert has_templates(["{% if true %}x{% endif %}"])
+    copy = copied(static)
+    assert copy == static
+    copy["to"][1]["cc"] = 2
+    assert static["to"][1]["cc"] == 1, "a copy: a runner that changes it leaves the config alone"

@@ -41,9 +41,7 @@ async def list_runs(
     ] = None,
     loop_of: Annotated[
         UUID | None,
-        Query(
-            description="The loop items (child runs of `for_each` nodes) of this run, not top-level runs."
-        ),
+        Query(description="The loop items (child runs of `for_each` nodes) of this run, not top-level runs."),
     ] = None,
 ) -> RunList:
     """Runs of the workflow, newest first, one page at a time. Loop items are not listed

@@ -10,7 +10,7 @@ from agentflow.core.errors import StepFailure
 from agentflow.core.node_specs import NodeSpec
 from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
-from agentflow.core.templating import render
+from agentflow.core.templating import copied, has_templates, render
 from agentflow.core.tools import ToolRegistry
 from agentflow.nodes.rendering import call_rendering
 from agentflow.nodes.threads import ToolThreads
@@ -37,6 +37,8 @@ class NodeEnv:
         Raises:
             StepFailure: ``template_error`` or ``template_limit`` naming ``node`` and ``field``.
         """
+        if not has_templates(value):  # most args are partly static; many wholly
+            return copied(value)
         return await call_rendering(render, value, self.template_context, field=field, node=node)
 
     def data(self) -> dict[str, Any]:

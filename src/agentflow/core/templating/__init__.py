@@ -5,6 +5,20 @@ loop hand a slow render to a thread (``agentflow.nodes.rendering`` does).
 """
 
 from agentflow.core.templating.meter import RenderDeferred, deferring
-from agentflow.core.templating.render import render, template_problem, template_problems
+from agentflow.core.templating.render import (
+    copied,
+    has_templates,
+    render,
+    template_problem,
+    template_problems,
+)
 
-__all__ = ["RenderDeferred", "deferring", "render", "template_problem", "template_problems"]
+__all__ = [
+    "RenderDeferred",
+    "copied",
+    "deferring",
+    "has_templates",
+    "render",
+    "template_problem",
+    "template_problems",
+]

@@ -56,6 +56,27 @@ def render(value: Any, context: dict[str, Any], *, field: str = "template", node
         return _render(value, context, where)
 
 
+def has_templates(value: Any) -> bool:
+    """Whether ``value`` holds any template (through lists and dicts): one that holds none
+    renders to a copy of itself, which callers may make without a render's bookkeeping."""
+    if isinstance(value, str):
+        return "{{" in value or "{%" in value
+    if isinstance(value, list):
+        return any(has_templates(item) for item in value)
+    if isinstance(value, dict):
+        return any(has_templates(item) for item in value.values())
+    return False
+
+
+def copied(value: Any) -> Any:
+    """A copy of a value without templates, as ``render`` would give it (new lists and dicts)."""
+    if isinstance(value, list):
+        return [copied(item) for item in value]
+    if isinstance(value, dict):
+        return {key: copied(item) for key, item in value.items()}
+    return value
+
+
 def _render(value: Any, context: dict[str, Any], where: str) -> Any:
     if isinstance(value, str):
         return _render_text(value, context, where) if "{{" in value or "{%" in value else value
