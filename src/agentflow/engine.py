@@ -23,7 +23,7 @@ import asyncpg
 
 from agentflow.access import AccessKeys
 from agentflow.accounts import AccountBook
-from agentflow.core import planner
+from agentflow.core import planner, starts
 from agentflow.core.definitions import (
     AgentConfig,
     StructuredConfig,
@@ -32,9 +32,8 @@ from agentflow.core.definitions import (
     parse_config_text,
     validate_config,
 )
-from agentflow.core.errors import ConfigError, ConflictError, NotFoundError
+from agentflow.core.errors import ConflictError, NotFoundError
 from agentflow.core.ids import DEFAULT_WORKSPACE as DEFAULT_WORKSPACE
-from agentflow.core.payload_format import payload_errors
 from agentflow.core.records import RunRecord, StepRecord, VersionRecord, WorkflowRecord
 from agentflow.core.state_definition import check_start_state
 from agentflow.core.tools import ToolRegistry
@@ -203,7 +202,28 @@ class Engine:
         inputs: Any = None,
         workspace_id: UUID = DEFAULT_WORKSPACE,
     ) -> RunRecord:
-        """Start a run on the workflow's latest version (or ``version``).
+        """Start a run on the workflow's latest version (or ``version``); see ``start_run_once``."""
+        started = await self.start_run_once(
+            workflow, payload, state=state, version=version, enrollment_key=enrollment_key,
+            start_from=start_from, inputs=inputs, workspace_id=workspace_id,
+        )  # fmt: skip
+        return started.run
+
+    async def start_run_once(
+        self,
+        workflow: UUID | str,
+        payload: Any = None,
+        *,
+        state: dict[str, Any] | None = None,
+        version: int | None = None,
+        enrollment_key: str | None = None,
+        start_from: str | None = None,
+        inputs: Any = None,
+        idempotency_key: str | None = None,
+        workspace_id: UUID = DEFAULT_WORKSPACE,
+    ) -> runs.Started:
+        """Start a run on the workflow's latest version (or ``version``), at most once per
+        ``idempotency_key``: a start with a key already used returns that run (``replayed``).
 
         Args:
             payload: the run's input, checked against the workflow's ``payload_format``.
@@ -211,13 +231,24 @@ class Engine:
                 ``state_definition``; variables not given take their defaults.
             start_from: start at this node instead of the first (seed 001
                 ``start_from_node``), with ``inputs`` as its ``{{ input }}``.
+            idempotency_key: makes retries of this start safe (1 to 255 characters).
 
         Raises:
             NotFoundError: no such workflow or version.
             ConfigError: ``payload_invalid`` or ``state_invalid``, listing each field;
-                ``node_not_found`` for a ``start_from`` the workflow does not have.
-            ConflictError: ``run_already_active`` when another active run holds the key.
+                ``node_not_found`` for a ``start_from`` the workflow does not have;
+                ``idempotency_key_invalid``.
+            ConflictError: ``run_already_active`` when another active run holds the
+                enrollment key; ``idempotency_key_reused`` when a start that asked for
+                something else used the idempotency key.
         """
+        key = None
+        if idempotency_key is not None:
+            asked = starts.fingerprint(
+                payload=payload, state=state, version=version, enrollment_key=enrollment_key,
+                start_from=start_from, inputs=inputs,
+            )  # fmt: skip
+            key = runs.StartKey(starts.check_key(idempotency_key), asked)
         ref = workflow if isinstance(workflow, UUID) else (UUID(workflow) if _is_uuid(workflow) else None)
         record = await workflows.resolve_version(
             self.db.pool, workspace_id, workflow_id=ref, name=str(workflow), version=version
@@ -225,30 +256,29 @@ class Engine:
         if record is None:  # say precisely what is missing
             record = await self.get_version(workflow, version, workspace_id=workspace_id)
         config = self._configs.parse(record)
-        if config.payload_format:
-            problems = payload_errors(config.payload_format, {} if payload is None else payload)
-            if problems:
-                raise ConfigError(
-                    "payload_invalid",
-                    f"the payload does not match {config.name!r}'s payload_format at {problems[0]['path']}:"
-                    f" {problems[0]['message']}",
-                    details={"errors": problems},
-                    solution="Send the fields the workflow's payload_format declares.",
-                )
+        starts.check_payload(config, payload)
         check_start_state(config.name, config.state_definition, state)
         first = planner.initial_state(config, state, start_from=start_from, inputs=inputs)
         try:
-            run = await runs.start(
+            started = await runs.start_once(
                 self.db.pool, workspace_id, uuid.uuid4(), record.workflow_id, record.version,
-                {} if payload is None else payload, first, enrollment_key,
+                {} if payload is None else payload, first, enrollment_key, key=key,
             )  # fmt: skip
         except asyncpg.UniqueViolationError:
             raise ConflictError(
                 "run_already_active",
                 f"a run of this workflow is already active for key {enrollment_key!r}",
             ) from None
-        metrics.RUNS_STARTED.inc()
-        return run
+        if started.replayed and key is not None and started.start_hash != key.hash:
+            raise ConflictError(
+                "idempotency_key_reused",
+                f"idempotency key {key.key!r} already started run {started.run.id} with a different request",
+                details={"run_id": str(started.run.id)},
+                solution="Send a new key for a new start; resend the same request to get its run back.",
+            )
+        if not started.replayed:
+            metrics.RUNS_STARTED.inc()
+        return started
 
     async def get_run(self, run_id: UUID | str, *, workspace_id: UUID = DEFAULT_WORKSPACE) -> RunRecord:
         """A run by id.

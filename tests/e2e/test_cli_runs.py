@@ -131,3 +131,17 @@ async def test_list_shows_loop_items_only_under_their_run(engine: Engine, databa
     assert top.returncode == 0 and under.returncode == 0, top.stderr + under.stderr
     assert str(run.id) in top.stdout and not any(i in top.stdout for i in items), top.stdout
     assert len(items) == 3 and all(i in under.stdout for i in items), under.stdout
+
+
+async def test_start_with_an_idempotency_key_starts_one_run(engine: Engine, database_url: str) -> None:
+    await engine.publish_workflow(WORKING)
+    env = cli_env(database_url, COLUMNS="200")
+    command = ["runs", "start", "works", "--payload", '{"n": 1}', "--idempotency-key", "nightly-2026-11-25"]
+    first = await asyncio.to_thread(run_cli, command, env)
+    again = await asyncio.to_thread(run_cli, command, env)
+    assert first.returncode == 0 and again.returncode == 0, first.stderr + again.stderr
+    [run] = await engine.list_runs(workflow="works")
+    assert f"started run {run.id}" in first.stdout
+    assert f"run {run.id} was started earlier with this key" in again.stdout
+    clash = await asyncio.to_thread(run_cli, [*command[:3], "--payload", '{"n": 2}', *command[5:]], env)
+    assert clash.returncode != 0 and "idempotency_key_reused" in clash.stderr + clash.stdout

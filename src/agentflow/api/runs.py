@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Body, Query, Response
+from fastapi import APIRouter, Body, Header, Query, Response
 
 from agentflow.api.deps import EngineDep, WorkspaceDep, run_ref, workflow_ref
 from agentflow.api.schemas import (
@@ -14,11 +14,12 @@ from agentflow.api.schemas import (
     Run,
     RunDetail,
     RunList,
+    StartedRun,
     StartRun,
     Step,
     conflict,
 )
-from agentflow.core.errors import NotFoundError
+from agentflow.core.errors import ConfigError, NotFoundError
 from agentflow.core.graph.summaries import node_summaries
 from agentflow.core.records import RunRecord
 from agentflow.core.statuses import RunStatus
@@ -61,11 +62,14 @@ async def list_runs(
 
 @router.post(
     "",
-    response_model=Run,
+    response_model=StartedRun,
     status_code=201,
     summary="Start a run",
-    response_description="The run, created",
-    responses=conflict("`run_already_active` (another active run holds the enrollment key)"),
+    response_description="The run, created (200 and `replayed`: made by an earlier start with the key)",
+    responses=conflict(
+        "`run_already_active` (another active run holds the enrollment key), `idempotency_key_reused`"
+        " (the key started a run with another request)"
+    ),
 )
 async def start_run(
     workflow_id: str,
@@ -75,7 +79,16 @@ async def start_run(
     request: Annotated[
         StartRun | None, Body(examples=[{"payload": {"name": "Ada"}, "state": {"attempts": 0}}])
     ] = None,
-) -> Run:
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            min_length=1,
+            max_length=255,
+            description="Makes retries of this start safe: at most one run per workflow and key.",
+        ),
+    ] = None,
+) -> StartedRun:
     """Start a run of the workflow's latest version (or ``version``) with ``payload`` as input.
 
     422 ``payload_invalid`` when the payload does not match the workflow's ``payload_format``,
@@ -83,10 +96,21 @@ async def start_run(
     mistyped variables); ``details.errors`` lists each field. With ``start_from_node`` the run
     starts at that node with ``inputs`` as its ``{{ input }}`` (422 ``node_not_found`` for a
     node the workflow does not have).
+
+    With an idempotency key (the ``Idempotency-Key`` header or ``idempotency_key``), retrying
+    the start is safe: the same request again answers 200 with the run the first one made and
+    ``replayed`` true, however many arrive at once; a different request with the key is 409
+    ``idempotency_key_reused``; header and field that differ are 422 ``idempotency_key_mismatch``.
     """
     request = request or StartRun()
+    if idempotency_key and request.idempotency_key and idempotency_key != request.idempotency_key:
+        raise ConfigError(
+            "idempotency_key_mismatch",
+            "the Idempotency-Key header and the idempotency_key field differ",
+            solution="Send the key once, in the header or in the body.",
+        )
     workflow = await engine.get_workflow(workflow_ref(workflow_id), workspace_id=workspace)
-    run = await engine.start_run(
+    started = await engine.start_run_once(
         workflow.id,
         request.payload,
         state=request.state,
@@ -94,10 +118,13 @@ async def start_run(
         enrollment_key=request.enrollment_key,
         start_from=request.start_from_node,
         inputs=request.inputs,
+        idempotency_key=idempotency_key or request.idempotency_key,
         workspace_id=workspace,
     )
-    response.headers["Location"] = f"/api/ai/workflows/{workflow.id}/runs/{run.id}"
-    return Run.model_validate(run)
+    response.headers["Location"] = f"/api/ai/workflows/{workflow.id}/runs/{started.run.id}"
+    if started.replayed:
+        response.status_code = 200
+    return StartedRun(**Run.model_validate(started.run).model_dump(), replayed=started.replayed)
 
 
 @router.get("/{run_id}", response_model=RunDetail, summary="Get a run and its steps")

@@ -101,6 +101,13 @@ class StartRun(BaseModel):
         description="Start at this node instead of the first; ``inputs`` is its ``{{ input }}``.",
     )
     inputs: Any = Field(default=None, description="The ``{{ input }}`` of ``start_from_node``.")
+    idempotency_key: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=255,
+        description="Or the `Idempotency-Key` header: at most one run per workflow and key; the same"
+        " request again returns that run (200, `replayed`), another request with the key is a 409.",
+    )
 
 
 class Run(_Out):
@@ -166,6 +173,14 @@ class Run(_Out):
     costs: list[dict[str, Any]] | None = Field(
         default=None,
         description="Model use per model (`key_type`): input, output and cached input tokens, USD, calls.",
+    )
+
+
+class StartedRun(Run):
+    """The run a start made, or, for a start whose idempotency key was used before, that run."""
+
+    replayed: bool = Field(
+        default=False, description="True when an earlier start with the same idempotency key made it."
     )
 
 

@@ -24,6 +24,11 @@ def start(
         None, "--from-node", help="Start at this node instead of the first."
     ),
     inputs: str | None = typer.Option(None, "--inputs", help="With --from-node: that node's input, as JSON."),
+    idempotency_key: str | None = typer.Option(
+        None,
+        "--idempotency-key",
+        help="Start at most one run for this key (the same command again shows it).",
+    ),
     wait: bool = typer.Option(
         False, "--wait", help="Wait for the run to end (needs a worker); exit 1 unless it completed."
     ),
@@ -37,10 +42,17 @@ def start(
     given = parse_json_option(inputs, "--inputs")
 
     async def go(engine: Engine) -> bool:
-        run = await engine.start_run(
-            workflow, data, state=variables, version=version, start_from=from_node, inputs=given
+        started = await engine.start_run_once(
+            workflow, data, state=variables, version=version, start_from=from_node, inputs=given,
+            idempotency_key=idempotency_key,
+        )  # fmt: skip
+        run = started.run
+        verb = (
+            "run [bold]{}[/] was started earlier with this key"
+            if started.replayed
+            else "started run [bold]{}[/]"
         )
-        console.print(f"started run [bold]{run.id}[/] (version {run.workflow_version})")
+        console.print(verb.format(run.id) + f" (version {run.workflow_version})")
         if not wait:
             return True
         run = await engine.wait_for_run(run.id, timeout=timeout)
