@@ -73,7 +73,10 @@ async def test_the_key_may_be_in_the_body_but_not_two_different_keys(client: htt
 async def test_many_identical_starts_at_once_make_one_run(engine: Engine, client: httpx.AsyncClient) -> None:
     key = {"Idempotency-Key": str(uuid.uuid4())}
     answers = await asyncio.gather(
-        *(client.post(RUNS.format("keyed-starts"), json={"payload": {"n": 7}}, headers=key) for _ in range(40))
+        *(
+            client.post(RUNS.format("keyed-starts"), json={"payload": {"n": 7}}, headers=key)
+            for _ in range(40)
+        )
     )
     assert sorted(a.status_code for a in answers) == [200] * 39 + [201], [a.text for a in answers[:2]]
     assert len({a.json()["id"] for a in answers}) == 1
