@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from agentflow.core.access_keys import KeyKind, generate_key, parse_key, secret_matches
+from agentflow.core.access_keys import KeyKind, generate_key, name_is_valid, parse_key, secret_matches
 from agentflow.core.errors import AuthError, ConfigError, NotFoundError
 from agentflow.core.ids import DEFAULT_WORKSPACE
 from agentflow.store import access
@@ -36,8 +36,8 @@ class AccessKeys:
         if kind not in _KINDS:
             raise ConfigError("key_invalid", f"a key's kind is 'api' or 'trigger', not {kind!r}")
         name = name.strip()
-        if not 1 <= len(name) <= 100 or not name.isprintable():
-            raise ConfigError("key_invalid", "a key's name needs 1 to 100 printable characters")
+        if not name_is_valid(name):
+            raise ConfigError("key_invalid", "a key's name needs 1 to 100 characters, none of them a control")
         new = generate_key(kind)
         record = await access.insert_key(self.db.pool, workspace_id, new.id, kind, name, new.secret_hash)
         return record, new.token

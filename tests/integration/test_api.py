@@ -443,7 +443,12 @@ async def test_openapi_documents_models_and_error_contract(client: httpx.AsyncCl
     ):
         assert path in doc["paths"], path
     start_op = doc["paths"][f"{WORKFLOWS}/{{workflow_id}}/runs"]["post"]
-    assert start_op["responses"]["201"]["content"]["application/json"]["schema"]["$ref"].endswith("/Run")
+    assert start_op["responses"]["201"]["content"]["application/json"]["schema"]["$ref"].endswith(
+        "/StartedRun"
+    )
+    assert start_op["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith(
+        "/StartedRun"
+    )
     invalid = start_op["responses"]["422"]["content"]["application/json"]["schema"]["$ref"]
     assert invalid.endswith("/ErrorResponse")
     assert "HTTPValidationError" not in doc["components"]["schemas"]

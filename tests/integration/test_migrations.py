@@ -23,7 +23,7 @@ DECLARED_COLUMNS = {
         "lease_owner", "lease_expires_at", "fencing_token", "cancel_requested", "parent_run_id",
         "input_tokens", "output_tokens", "cached_input_tokens", "usd_cost", "created_at", "started_at",
         "updated_at", "completed_at", "canceled_at", "trigger", "inbox_seq", "account_id", "costs",
-        "began_token", "unstarted_rescues", "parent_step", "item_index",
+        "began_token", "unstarted_rescues", "parent_step", "item_index", "start_key", "start_hash",
     },
     "run_steps": {
         "workspace_id", "id", "run_id", "seq", "attempt", "node_id", "kind", "name", "status", "input",
@@ -79,6 +79,7 @@ DECLARED_INDEXES = {
     "runs_one_active_per_key": "UNIQUE INDEX",
     "run_steps_one_checkpoint": "WHERE (status = 'completed'::text)",
     "runs_one_child_per_item": "WHERE (parent_step IS NOT NULL)",
+    "runs_one_per_start_key": "WHERE (start_key IS NOT NULL)",
     "events_pkey": "(workspace_id, topic, message_id)",
     "events_by_position": "(xid, seq)",
 }

@@ -3,6 +3,7 @@ from typing import Any
 import pytest
 
 from agentflow.core.definitions import (
+    DEFAULT_MAX_PARALLEL,
     AgentConfig,
     StructuredConfig,
     config_document,
@@ -173,3 +174,16 @@ def test_trigger_config_errors_point_into_the_trigger() -> None:
         and ok.trigger.matches_topic("email.received")
         and not ok.trigger.matches_topic("ticket.x")
     )
+
+
+def test_max_parallel_is_stored_only_when_set_so_old_configs_keep_their_hash() -> None:
+    plain = {"name": "p", "kind": "structured", "nodes": [{"id": "a", "type": "tool", "tool": "echo"}]}
+    config = validate_config(plain)
+    assert isinstance(config, StructuredConfig)
+    assert "max_parallel" not in config_document(config), "re-applying an unchanged config publishes nothing"
+    assert config.parallel_limit == DEFAULT_MAX_PARALLEL
+    limited = validate_config({**plain, "max_parallel": 2})
+    assert isinstance(limited, StructuredConfig)
+    assert config_document(limited)["max_parallel"] == 2 and limited.parallel_limit == 2
+    with pytest.raises(ConfigError, match="max_parallel"):
+        validate_config({**plain, "max_parallel": 0})

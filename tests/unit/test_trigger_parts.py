@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import base64
+import re
 from datetime import timedelta
 
 import pytest
 from pydantic import ValidationError
 
-from agentflow.core.access_keys import generate_key, hash_secret, parse_key, secret_matches
+from agentflow.core.access_keys import (
+    NAME_PATTERN,
+    generate_key,
+    hash_secret,
+    name_is_valid,
+    parse_key,
+    secret_matches,
+)
 from agentflow.core.errors import ConfigError
 from agentflow.core.sealing import SealBroken, new_sealing_key, parse_sealing_key, seal, unseal
 from agentflow.core.sources import source_of, source_topics, topic_matches
@@ -100,3 +108,11 @@ def test_sealing_keys_come_from_base64() -> None:
     for bad in ("", "short", base64.b64encode(b"x" * 31).decode()):
         with pytest.raises(ConfigError, match="32 random bytes"):
             parse_sealing_key(bad)
+
+
+def test_a_key_name_the_api_schema_allows_is_one_the_engine_accepts() -> None:
+    for name in ("zendesk webhook", "cÉË\U0003f580", "ünïcødé ✓", "a"):
+        assert re.match(NAME_PATTERN, name) and name_is_valid(name), name
+    for name in ("", "   ", "tab\there", "c\u0087", "nul\x00", "x" * 101):
+        assert not name_is_valid(name), repr(name)
+    assert not re.match(NAME_PATTERN, "   ") and not re.match(NAME_PATTERN, "bell\x07")

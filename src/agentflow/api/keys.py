@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from agentflow.api.deps import EngineDep, WorkspaceDep
 from agentflow.api.schemas import ERROR_RESPONSES
+from agentflow.core.access_keys import NAME_PATTERN
 
 router = APIRouter(prefix="/api/keys", tags=["keys"], responses={**ERROR_RESPONSES})
 
@@ -20,7 +21,7 @@ class KeyIn(BaseModel):
     kind: Literal["api", "trigger"] = Field(
         description="`api`: authenticates the API (Bearer); `trigger`: public trigger URLs."
     )
-    name: str = Field(min_length=1, max_length=100, examples=["zendesk webhook"])
+    name: str = Field(min_length=1, max_length=100, pattern=NAME_PATTERN, examples=["zendesk webhook"])
 
 
 class Key(BaseModel):

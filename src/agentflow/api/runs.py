@@ -66,10 +66,13 @@ async def list_runs(
     status_code=201,
     summary="Start a run",
     response_description="The run, created (200 and `replayed`: made by an earlier start with the key)",
-    responses=conflict(
-        "`run_already_active` (another active run holds the enrollment key), `idempotency_key_reused`"
-        " (the key started a run with another request)"
-    ),
+    responses={
+        200: {"model": StartedRun, "description": "The run an earlier start with the idempotency key made"},
+        **conflict(
+            "`run_already_active` (another active run holds the enrollment key), `idempotency_key_reused`"
+            " (the key started a run with another request)"
+        ),
+    },
 )
 async def start_run(
     workflow_id: str,

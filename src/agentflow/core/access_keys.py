@@ -19,6 +19,15 @@ KeyKind = Literal["api", "trigger"]
 PREFIXES: dict[KeyKind, str] = {"api": "afk", "trigger": "aft"}
 _KEY = re.compile(r"^(afk|aft)_([0-9a-f]{16})_([A-Za-z0-9_\-]{43})$")
 _DUMMY_HASH = hashlib.sha256(b"agentflow-no-such-key").digest()
+_CONTROL = "\x00-\x1f\x7f-\x9f"
+NAME_PATTERN = rf"^[^{_CONTROL}]*[^{_CONTROL}\s][^{_CONTROL}]*$"
+"""A key's name: no control characters, and something besides spaces (what the API declares
+and ``name_is_valid`` checks, so a request the schema allows is never refused)."""
+
+
+def name_is_valid(name: str) -> bool:
+    """Whether ``name`` (already stripped) may name a key: 1 to 100 characters, none a control."""
+    return 1 <= len(name) <= 100 and re.match(NAME_PATTERN, name) is not None
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,10 @@ from agentflow.core.triggers import Gate, Trigger
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\- ]{0,99}$"
 
 
+DEFAULT_MAX_PARALLEL = 4
+"""Nodes of one run running at once when a workflow does not say (``max_parallel``)."""
+
+
 class WorkflowBase(BaseModel):
     """Fields shared by both kinds.
 
@@ -156,12 +160,13 @@ class StructuredConfig(WorkflowBase):
             a node's ``next`` is shorthand for one from its ``result`` port. Without
             ``edges``, nodes run in list order.
         max_parallel: how many of a run's nodes may run at once when its branches fan out
-            (1: they take turns).
+            (1: they take turns; unset: ``DEFAULT_MAX_PARALLEL``, and the stored config, its
+            content hash included, stays what it was before the setting existed).
     """
 
     kind: Literal["structured"] = "structured"
     start: str | None = None
-    max_parallel: int = Field(default=4, ge=1, le=64)
+    max_parallel: int | None = Field(default=None, ge=1, le=64)
     nodes: list[NodeSpec] = Field(min_length=1, max_length=1000)
     edges: list[Edge] | None = Field(default=None, max_length=5000)
 
@@ -169,6 +174,11 @@ class StructuredConfig(WorkflowBase):
     def graph(self) -> Graph:
         """The nodes and their links (built once; asked many times per step)."""
         return build_graph(self.nodes, self.edges, self.start)
+
+    @property
+    def parallel_limit(self) -> int:
+        """How many of a run's nodes may run at once."""
+        return self.max_parallel or DEFAULT_MAX_PARALLEL
 
     def node(self, node_id: str) -> NodeSpec:
         """Return the node with ``node_id``."""

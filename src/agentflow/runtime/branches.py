@@ -121,7 +121,7 @@ class BranchDriver:
     ) -> tuple[frontier.Frontier, dict[str, Any], int]:
         """Start ready activations up to the limit; the state marks each with its number."""
         running = {a.seq for a in self._running.values()}
-        free = self.config.max_parallel - len(self._running)
+        free = self.config.parallel_limit - len(self._running)
         numbers: dict[int, int] = {}
         for index, activation in enumerate(current.ready):
             if free <= 0:

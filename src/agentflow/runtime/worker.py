@@ -253,7 +253,7 @@ class Worker:
             if not await runs.begin(self.db.pool, run.workspace_id, run.id, token, self.name):
                 logger.info("run %s: lease lost before its step began", run.id)
                 return
-            if isinstance(config, StructuredConfig) and config.max_parallel > 1 and config.graph.fans_out:
+            if isinstance(config, StructuredConfig) and config.parallel_limit > 1 and config.graph.fans_out:
                 if await self._drive_branches(config, run, held, cursor):
                     await self._release_quietly(run, token)
                 return
