@@ -142,7 +142,10 @@ async def count(pool: asyncpg.Pool, run_ids: list[UUID], recorder: RecordingServ
             "node_checkpoints": sum(1 for e in by_run.values() for n in NODES if e["steps"].get(n, 0) == 0),
             "task_rows": sum(1 for run_id in run_ids if tasks.get(run_id, 0) == 0),
             "joined_branches": sum(
-                BRANCHES - len(e["output"] or {}) for e in by_run.values() if e["status"] == "completed"
+                # (a sabotaged run may end with anything as its output: count what it joined)
+                BRANCHES - (len(e["output"]) if isinstance(e["output"], dict) else 0)
+                for e in by_run.values()
+                if e["status"] == "completed"
             ),
             "keyed_effects": sum(1 for run_id in run_ids if applied[str(run_id)] == 0),
         },

