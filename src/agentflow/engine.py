@@ -35,6 +35,7 @@ from agentflow.core.definitions import (
 from agentflow.core.errors import ConflictError, NotFoundError
 from agentflow.core.ids import DEFAULT_WORKSPACE as DEFAULT_WORKSPACE
 from agentflow.core.records import RunRecord, StepRecord, VersionRecord, WorkflowRecord
+from agentflow.core.run_filters import RunFilter
 from agentflow.core.state_definition import check_start_state
 from agentflow.core.tools import ToolRegistry
 from agentflow.eventlog import EventLog
@@ -47,7 +48,7 @@ from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.gatekeeper import EventGate
 from agentflow.runtime.worker import Worker
 from agentflow.settings import Settings, sealing_key
-from agentflow.store import migrate, reads, runs, workflows
+from agentflow.store import migrate, reads, run_search, runs, workflows
 from agentflow.store.database import Database
 from agentflow.store.embedded import EmbeddedServer
 from agentflow.store.workflows import Published
@@ -313,6 +314,12 @@ class Engine:
             before=before,
             loop_of=loop_of,
         )
+
+    async def search_runs(
+        self, wanted: RunFilter, *, workspace_id: UUID = DEFAULT_WORKSPACE
+    ) -> list[RunRecord]:
+        """Runs matching every filter of ``wanted`` (``agentflow.core.run_filters``), newest first."""
+        return await run_search.search_runs(self.db.pool, workspace_id, wanted)
 
     async def list_steps(
         self, run_id: UUID | str, *, workspace_id: UUID = DEFAULT_WORKSPACE

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Body, Header, Query, Response
+from fastapi import APIRouter, Body, Header, Query, Request, Response
 
 from agentflow.api.deps import EngineDep, WorkspaceDep, run_ref, workflow_ref
+from agentflow.api.run_search import page
 from agentflow.api.schemas import (
     ERROR_RESPONSES,
     NodeSummary,
@@ -22,6 +24,7 @@ from agentflow.api.schemas import (
 from agentflow.core.errors import ConfigError, NotFoundError
 from agentflow.core.graph.summaries import node_summaries
 from agentflow.core.records import RunRecord
+from agentflow.core.run_filters import parse_run_filter
 from agentflow.core.statuses import RunStatus
 from agentflow.engine import Engine
 
@@ -33,6 +36,7 @@ router = APIRouter(
 @router.get("", response_model=RunList, summary="List runs of a workflow")
 async def list_runs(
     workflow_id: str,
+    request: Request,
     engine: EngineDep,
     workspace: WorkspaceDep,
     status: Annotated[RunStatus | None, Query(description="Only runs with this status.")] = None,
@@ -46,18 +50,12 @@ async def list_runs(
     ] = None,
 ) -> RunList:
     """Runs of the workflow, newest first, one page at a time. Loop items are not listed
-    among them (a loop of 1,000 items is one run): ask for them with ``loop_of``."""
+    among them (a loop of 1,000 items is one run): ask for them with ``loop_of``. Takes every
+    filter of ``GET /api/runs`` but ``workflow_id``; an unknown parameter is 422."""
+    wanted = parse_run_filter(request.query_params.multi_items(), with_workflow=False)
     workflow = await engine.get_workflow(workflow_ref(workflow_id), workspace_id=workspace)
-    records = await engine.list_runs(
-        workflow=workflow.id,
-        status=status,
-        limit=limit,
-        before=before,
-        loop_of=loop_of,
-        workspace_id=workspace,
-    )
-    next_before = records[-1].id if len(records) == limit else None
-    return RunList(runs=[Run.model_validate(r) for r in records], next_before=next_before)
+    wanted = replace(wanted, exact={**wanted.exact, "workflow_id": workflow.id})
+    return page(await engine.search_runs(wanted, workspace_id=workspace), wanted)
 
 
 @router.post(

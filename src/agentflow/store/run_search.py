@@ -1,0 +1,59 @@
+"""Run search: one query for any combination of the run list's filters.
+
+Only whitelisted columns and expressions go into the SQL; every value is a parameter.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+
+from agentflow.core.records import RunRecord
+from agentflow.core.run_filters import RANGE_OPS, RunFilter
+
+_EXACT = {
+    "status": "status", "run_id": "id", "workflow_id": "workflow_id", "version": "workflow_version",
+    "enrollment_key": "enrollment_key", "account_id": "account_id", "parent_run_id": "parent_run_id",
+}  # fmt: skip
+_RANGES = {
+    "started": "started_at",
+    "ended": "coalesce(completed_at, canceled_at)",
+    "created": "created_at",
+    "duration": "extract(epoch FROM coalesce(completed_at, canceled_at) - started_at) * 1000",
+    "tokens": "(input_tokens + output_tokens)",
+    "usd": "usd_cost",
+}
+
+
+async def search_runs(pool: asyncpg.Pool, workspace_id: UUID, wanted: RunFilter) -> list[RunRecord]:
+    """Runs that match every filter of ``wanted``, newest first, one page. Loop items are
+    left out unless ``loop_of`` asks for a run's items."""
+    args: list[Any] = [workspace_id]
+
+    def arg(value: Any) -> str:
+        args.append(value)
+        return f"${len(args)}"
+
+    where = ["workspace_id = $1"]
+    for name, value in wanted.exact.items():
+        if name == "trigger":
+            where.append("trigger IS NULL" if value == "manual" else f"trigger->>'source' = {arg(value)}")
+        else:
+            where.append(f"{_EXACT[name]} = {arg(value)}")
+    for key, value in wanted.state.items():
+        where.append(f"state->'vars'->>{arg(key)} = {arg(value)}")
+    for r in wanted.ranges:
+        where.append(f"{_RANGES[r.field]} {RANGE_OPS[r.op]} {arg(r.value)}")
+    if wanted.loop_of is None:
+        where.append("parent_step IS NULL")
+    else:
+        where.append(f"parent_run_id = {arg(wanted.loop_of)} AND parent_step IS NOT NULL")
+    if wanted.before is not None:
+        after = f"SELECT created_at, id FROM runs WHERE workspace_id = $1 AND id = {arg(wanted.before)}"
+        where.append(f"(created_at, id) < ({after})")
+    limit = arg(wanted.limit)
+    sql = f"SELECT * FROM runs WHERE {' AND '.join(where)} ORDER BY created_at DESC, id DESC LIMIT {limit}"
+    rows = await pool.fetch(sql, *args)
+    return [RunRecord.from_row(row) for row in rows]
