@@ -48,7 +48,9 @@ def test_every_filter_is_read() -> None:
 def test_an_unknown_parameter_is_named(params: list[tuple[str, str]], named: str, says: str) -> None:
     with pytest.raises(ConfigError) as refused:
         parse_run_filter(params)
-    assert refused.value.code == "query_parameter_unknown" and refused.value.info.details["parameter"] == named
+    assert (
+        refused.value.code == "query_parameter_unknown" and refused.value.info.details["parameter"] == named
+    )
     assert says in refused.value.info.message and "status" in refused.value.info.details["known"]
 
 
