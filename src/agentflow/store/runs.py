@@ -20,7 +20,7 @@ from agentflow.store.database import WAKE_CHANNEL, Connection
 
 __all__ = [
     "Checkpointed", "Claimed", "Effects", "RunWrite", "StartKey", "Started", "StepWrite", "begin", "cancel",
-    "checkpoint", "claim", "finish_cancel", "heartbeat", "release", "retry", "seconds_to_next_due", "start",
+    "checkpoint", "claim", "finish_cancel", "heartbeat", "release", "retry", "seconds_to_next_due",
     "start_once",
 ]  # fmt: skip
 
@@ -53,22 +53,6 @@ class Started:
     run: RunRecord
     replayed: bool = False
     start_hash: str | None = None
-
-
-async def start(
-    pool: asyncpg.Pool,
-    workspace_id: UUID,
-    run_id: UUID,
-    workflow_id: UUID,
-    version: int,
-    payload: Any,
-    state: dict[str, Any],
-    enrollment_key: str | None = None,
-    parent_run_id: UUID | None = None,
-) -> RunRecord:
-    """Insert a ready run and wake the workers (one statement, one commit)."""
-    return (await start_once(pool, workspace_id, run_id, workflow_id, version, payload, state, enrollment_key,
-                             parent_run_id)).run  # fmt: skip
 
 
 async def start_once(

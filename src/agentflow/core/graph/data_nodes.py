@@ -16,7 +16,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 import jmespath
 from jmespath.exceptions import JMESPathError
-from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic import AfterValidator, Field, PrivateAttr, field_validator, model_validator
 
 from agentflow.core import conditions
 from agentflow.core.json_paths import parse_path
@@ -24,6 +24,16 @@ from agentflow.core.node_specs import ANY, NodeSpec, register_node_spec
 
 MAX_EXPRESSION = 2_000
 MAX_CHUNK = 10_000
+
+
+def _checked_path(value: str | None) -> str | None:
+    if value is not None:
+        parse_path(value)  # raises ValueError with the reason
+    return value
+
+
+ItemPath = Annotated[str | None, AfterValidator(_checked_path)]
+"""A path in each item of a list (``customer.name``), checked when the config is."""
 LIST_SCHEMA: dict[str, Any] = {"type": "array"}
 
 
@@ -109,17 +119,8 @@ class SortNode(NodeSpec):
     result_schema: ClassVar[dict[str, Any]] = LIST_SCHEMA
     type: Literal["sort"] = "sort"
     items: str = Field(default="{{ input }}", max_length=10_000, description="A template giving the list.")
-    by: str | None = Field(
-        default=None, max_length=500, description="A path in each item, e.g. customer.name."
-    )
+    by: ItemPath = Field(default=None, max_length=500, description="A path in each item, e.g. customer.name.")
     order: Literal["asc", "desc"] = "asc"
-
-    @field_validator("by")
-    @classmethod
-    def _by(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_path(value)  # raises ValueError with the reason
-        return value
 
 
 def _counted(name: str, items: dict[str, Any]) -> dict[str, Any]:
@@ -162,7 +163,7 @@ class SplitNode(NodeSpec):
     size: int | None = Field(
         default=None, ge=1, le=MAX_CHUNK, strict=True, description="Items per chunk: {chunks, count}."
     )
-    by: str | None = Field(
+    by: ItemPath = Field(
         default=None,
         max_length=500,
         description="Or a path in each item, e.g. customer.tier, to group by: {groups, count}.",
@@ -173,13 +174,6 @@ class SplitNode(NodeSpec):
         max_length=100,
         description="Or cut a string where this text occurs: {parts, count}.",
     )
-
-    @field_validator("by")
-    @classmethod
-    def _by(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_path(value)  # raises ValueError with the reason
-        return value
 
     @model_validator(mode="after")
     def _one_of(self) -> SplitNode:
