@@ -117,11 +117,13 @@ async def test_tools_and_tool_results_use_the_messages_format(server: VendorServ
         Message("tool", "24 C, sunny", tool_call_id="toolu_2", name="get_weather"),
     )
     second = await llm.request(
-        ModelRequest("claude-sonnet-4-6", follow_up, tools=(WEATHER, TIME), temperature=0.3)
+        ModelRequest(
+            "claude-sonnet-4-6", follow_up, tools=(WEATHER, TIME), temperature=0.3, top_p=0.8, stop=("END",)
+        )
     )
 
     body = server.requests[1].body
-    assert body["temperature"] == 0.3
+    assert (body["temperature"], body["top_p"], body["stop_sequences"]) == (0.3, 0.8, ["END"])
     assert body["messages"][1:] == [
         {
             "role": "assistant",

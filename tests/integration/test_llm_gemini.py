@@ -82,7 +82,11 @@ async def test_tools_and_tool_results_use_the_generate_content_format(server: Ve
     )
     llm = provider(server)
 
-    first = await llm.request(ModelRequest("gemini-2.5-flash", ASK, tools=(WEATHER, TIME), temperature=0.1))
+    first = await llm.request(
+        ModelRequest(
+            "gemini-2.5-flash", ASK, tools=(WEATHER, TIME), temperature=0.1, top_p=0.7, stop=("END",)
+        )
+    )
 
     sent = server.requests[0]
     assert sent.path.endswith("/models/gemini-2.5-flash:generateContent")
@@ -94,7 +98,12 @@ async def test_tools_and_tool_results_use_the_generate_content_format(server: Ve
         ("get_weather", WEATHER.description, WEATHER.parameters),
         ("get_time", TIME.description, TIME.parameters),
     ]
-    assert sent.body["generationConfig"] == {"temperature": 0.1, "maxOutputTokens": 2048}
+    assert sent.body["generationConfig"] == {
+        "temperature": 0.1,
+        "topP": 0.7,
+        "stopSequences": ["END"],
+        "maxOutputTokens": 2048,
+    }
     assert first.message.content == "Let me check."
     [call] = first.message.tool_calls
     assert (call.name, call.arguments) == ("get_weather", {"city": "Paris"})

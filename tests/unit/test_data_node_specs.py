@@ -69,7 +69,7 @@ def test_a_mapping_output_declares_its_shape_and_an_expression_does_not() -> Non
     )
     assert isinstance(config, StructuredConfig)
     node = config.node("m")
-    assert node.output_schema("result") == {
+    assert node.port_schema("result") == {
         "type": "object",
         "properties": {
             "a": {"type": "object", "properties": {"b": {}}, "additionalProperties": False},
@@ -77,16 +77,16 @@ def test_a_mapping_output_declares_its_shape_and_an_expression_does_not() -> Non
         },
         "additionalProperties": False,
     }
-    assert node.output_schema("error")["required"] == ["code", "message"]
+    assert node.port_schema("error")["required"] == ["code", "message"]
     searching = MappingNode(id="m", expression="input.a")
-    assert searching.output_schema("result") == {}
+    assert searching.port_schema("result") == {}
     assert searching.search({"input": {"a": [1]}}) == [1]
 
 
 def test_a_split_declares_the_shape_of_its_mode() -> None:
-    chunks = SplitNode(id="p", size=2).output_schema("result")
-    groups = SplitNode(id="p", by="tier").output_schema("result")
-    parts = SplitNode(id="p", separator=",").output_schema("result")
+    chunks = SplitNode(id="p", size=2).port_schema("result")
+    groups = SplitNode(id="p", by="tier").port_schema("result")
+    parts = SplitNode(id="p", separator=",").port_schema("result")
     assert chunks["required"] == ["chunks", "count"] and chunks["additionalProperties"] is False
     assert chunks["properties"]["chunks"] == {"type": "array", "items": {"type": "array"}}
     assert groups["properties"]["groups"]["items"]["required"] == ["key", "items"]
@@ -95,7 +95,7 @@ def test_a_split_declares_the_shape_of_its_mode() -> None:
     assert can_have(chunks, ("chunks",)) and not can_have(chunks, ("groups",))
     assert can_have(groups, ("groups", 0, "key")) and not can_have(groups, ("groups", 0, "name"))
     assert can_have(parts, ("count",)) and not can_have(parts, ("parts", 0, "x"))
-    assert SplitNode(id="p", size=2).output_schema("error")["required"] == ["code", "message"]
+    assert SplitNode(id="p", size=2).port_schema("error")["required"] == ["code", "message"]
 
 
 def test_the_split_kind_is_described_with_every_mode_it_has() -> None:

@@ -49,7 +49,7 @@ def test_a_loop_and_its_body_publish() -> None:
     config = loaded(concurrency=3)
     each = config.node("each")
     assert isinstance(each, ForEachNode) and each.output_ports() == ("iteration", "done", "error")
-    assert each.output_schema("done") == {"type": "array"}
+    assert each.port_schema("done") == {"type": "array"}
 
 
 def test_a_loop_needs_exactly_one_edge_into_its_body() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,13 +13,10 @@ from agentflow.core.pricing import PriceTable
 from agentflow.core.tools import ToolRegistry
 from agentflow.knowledge.base import KnowledgeBase
 from agentflow.llm.base import ModelProvider
+from agentflow.nodes.model_access import ModelResolver
 from agentflow.nodes.threads import ToolThreads
 
 logger = logging.getLogger(__name__)
-
-ModelResolver = Callable[[str | None], tuple[ModelProvider, str]]
-"""Turns a workflow's ``model`` (``provider:model`` or None for the default) into a provider
-and the vendor's model name."""
 
 
 @dataclass

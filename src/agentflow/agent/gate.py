@@ -6,10 +6,10 @@ from typing import Any
 
 import orjson
 
-from agentflow.agent.env import ModelResolver
 from agentflow.core.chat import Message, ModelRequest
 from agentflow.core.gate import GateQuestion, GateVerdict
 from agentflow.core.pricing import PriceTable
+from agentflow.nodes.model_access import ModelResolver
 
 VERDICT_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -22,6 +22,7 @@ from agentflow.bench import (
     graphs,
     ingest,
     latency,
+    model_nodes,
     queries,
     sleep,
     throughput,
@@ -47,6 +48,7 @@ WORKLOADS: dict[str, Workload] = {
     "E2": event_latency.e2,
     "E3": dispatch.e3,
     "A1": agent_steps.a1,
+    "L1": model_nodes.l1,
 }
 QUICK_SKIPS = frozenset({"W4-10k"})
 

@@ -110,6 +110,8 @@ class ModelRequest:
             answer arrives parsed in ``ModelResponse.structured``.
         max_output_tokens: a cap on the answer's length.
         temperature: sampling temperature (None: the vendor's default).
+        top_p: nucleus sampling mass (None: the vendor's default).
+        stop: texts at which the model stops writing (empty: none).
     """
 
     model: str
@@ -118,6 +120,8 @@ class ModelRequest:
     output_schema: dict[str, Any] | None = None
     max_output_tokens: int | None = 2048
     temperature: float | None = None
+    top_p: float | None = None
+    stop: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -140,3 +144,23 @@ class ModelResponse:
     structured: Any = None
     finish_reason: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Spend:
+    """What one step spent on a model: the model, its tokens, their USD cost, the calls made.
+
+    Attributes:
+        model: ``provider:model`` (or the provider alone when it names the model).
+        usage: tokens of every call the step made.
+        usd: their cost by the price table.
+        calls: how many requests the step sent.
+    """
+
+    model: str
+    usage: Usage
+    usd: float
+    calls: int = 1
+
+    def __add__(self, other: Spend) -> Spend:
+        return Spend(self.model, self.usage + other.usage, self.usd + other.usd, self.calls + other.calls)

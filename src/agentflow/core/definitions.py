@@ -286,7 +286,7 @@ def _check_templates(config: AgentConfig | StructuredConfig, errors: list[dict[s
         errors.extend(template_problems(config.trigger.enrollment.key, "trigger.enrollment.key"))
     if isinstance(config, StructuredConfig):
         for index, node in enumerate(config.nodes):
-            fields = node.model_dump(mode="json", exclude=TEMPLATE_FIELDS_EXCLUDED)
+            fields = node.model_dump(mode="json", exclude=TEMPLATE_FIELDS_EXCLUDED | node.literal_fields)
             errors.extend(template_problems(fields, f"nodes[{index}]"))
     else:
         for index, tool in enumerate(config.http_tools):

@@ -86,6 +86,8 @@ class NodeSpec(BaseModel):
     """JSON Schema of the ``input`` the kind can use (``ANY``: whatever comes)."""
     result_schema: ClassVar[dict[str, Any]] = ANY
     """JSON Schema of the output on ``result`` (``ANY``: not known before it runs)."""
+    literal_fields: ClassVar[frozenset[str]] = frozenset()
+    """Fields of the kind that are never templates (a JSON Schema, say): not checked as such."""
 
     id: str = Field(pattern=NODE_ID_PATTERN)
     type: str
@@ -109,7 +111,7 @@ class NodeSpec(BaseModel):
         and whether every one has fired or been skipped (by default: when all have)."""
         return resolved
 
-    def output_schema(self, port: str) -> dict[str, Any]:
+    def port_schema(self, port: str) -> dict[str, Any]:
         """JSON Schema of what this node sends down ``port``: its error, its declared
         ``output_params``, else what its kind declares."""
         if port == ERROR_PORT:

@@ -112,9 +112,8 @@ class AnthropicProvider:
             system=system or anthropic.omit,
             tools=[_tool_param(t) for t in request.tools] if request.tools else anthropic.omit,
             output_config=_output_config(request.output_schema) if request.output_schema else anthropic.omit,
-            # The SDK no longer lists temperature (newer Claude models fix it); older models
-            # still take it, so it is sent only when the request sets it.
-            extra_body={"temperature": request.temperature} if request.temperature is not None else None,
+            extra_body=_sampling(request) or None,
+            stop_sequences=list(request.stop) if request.stop else anthropic.omit,
         )
         return self._response(request, reply)
 
@@ -137,7 +136,7 @@ class AnthropicProvider:
                     retryable=False,
                     details={"provider": self.name},
                 )
-            structured = parse_structured(content, self.name, reply.stop_reason)
+            structured = parse_structured(content, self.name, reply.stop_reason, _usage(reply))
         return ModelResponse(
             message=Message("assistant", content, tuple(calls)),
             usage=_usage(reply),
@@ -230,6 +229,13 @@ def _output_config(schema: dict[str, Any]) -> OutputConfigParam:
             details={"provider": "anthropic"},
         ) from None
     return {"format": {"type": "json_schema", "schema": accepted}}
+
+
+def _sampling(request: ModelRequest) -> dict[str, float]:
+    # The SDK no longer lists temperature and top_p (newer Claude models fix them); older
+    # models still take them, so they are sent only when the request sets them.
+    found = {"temperature": request.temperature, "top_p": request.top_p}
+    return {name: value for name, value in found.items() if value is not None}
 
 
 def _usage(reply: AnthropicMessage) -> Usage:

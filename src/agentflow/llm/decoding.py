@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agentflow.core.chat import Usage
 from agentflow.llm.base import ModelError
 
 UNPARSED = "_unparsed"
@@ -38,16 +39,33 @@ def parse_tool_arguments(raw: str | dict[str, Any] | None) -> dict[str, Any]:
     return value if isinstance(value, dict) else {UNPARSED: raw}
 
 
-def parse_structured(text: str, provider: str, finish_reason: str | None = None) -> Any:
+class StructuredOutputError(ModelError):
+    """A structured answer that is not JSON (code ``model_bad_output``).
+
+    Attributes:
+        text: what the model wrote.
+        usage: the tokens the call used all the same.
+    """
+
+    def __init__(self, message: str, *, text: str, usage: Usage, details: dict[str, Any]) -> None:
+        super().__init__("model_bad_output", message, details=details)
+        self.text = text
+        self.usage = usage
+
+
+def parse_structured(
+    text: str, provider: str, finish_reason: str | None = None, usage: Usage | None = None
+) -> Any:
     """The JSON value of a structured answer.
 
     Args:
         text: what the model wrote.
         provider: the adapter's name, for the error.
         finish_reason: why the model stopped; a cut-off answer gets a clearer message.
+        usage: the tokens the call used (kept on the error).
 
     Raises:
-        ModelError: ``model_bad_output`` when ``text`` is not JSON.
+        StructuredOutputError: when ``text`` is not JSON.
     """
     try:
         return json.loads(text)
@@ -59,8 +77,9 @@ def parse_structured(text: str, provider: str, finish_reason: str | None = None)
         if truncated
         else "the model did not follow the output schema; retry, or use a model with structured output"
     )
-    raise ModelError(
-        "model_bad_output",
+    raise StructuredOutputError(
         f"{provider} returned a structured answer that is not valid JSON ({hint})",
+        text=text,
+        usage=usage or Usage(),
         details={"provider": provider, "output": text[:1000], "finish_reason": finish_reason},
     )

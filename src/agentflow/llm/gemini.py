@@ -132,6 +132,8 @@ class GeminiProvider:
             response_json_schema=request.output_schema,
             max_output_tokens=request.max_output_tokens,
             temperature=request.temperature,
+            top_p=request.top_p,
+            stop_sequences=list(request.stop) or None,
             # Our tools are declarations, not Python callables: the agent loop runs them.
             automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
         )
@@ -164,7 +166,7 @@ class GeminiProvider:
         finish = str(candidate.finish_reason.value) if candidate.finish_reason else None
         structured: Any = None
         if request.output_schema is not None and not calls:
-            structured = parse_structured(content, self.name, finish)
+            structured = parse_structured(content, self.name, finish, _usage(reply.usage_metadata))
         return ModelResponse(
             message=Message("assistant", content, tuple(calls)),
             usage=_usage(reply.usage_metadata),

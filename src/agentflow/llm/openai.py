@@ -137,6 +137,8 @@ class OpenAIProvider:
             max_completion_tokens=limit if limit is not None and not self._compatible_server else openai.omit,
             max_tokens=limit if limit is not None and self._compatible_server else openai.omit,
             temperature=request.temperature if request.temperature is not None else openai.omit,
+            top_p=request.top_p if request.top_p is not None else openai.omit,
+            stop=list(request.stop) if request.stop else openai.omit,
         )
         return self._response(request, completion)
 
@@ -160,7 +162,7 @@ class OpenAIProvider:
                     retryable=False,
                     details={"provider": self.name, "refusal": reply.refusal},
                 )
-            structured = parse_structured(content, self.name, choice.finish_reason)
+            structured = parse_structured(content, self.name, choice.finish_reason, _usage(completion))
         return ModelResponse(
             message=Message("assistant", content, calls),
             usage=_usage(completion),

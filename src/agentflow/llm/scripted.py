@@ -125,7 +125,7 @@ class ScriptedProvider:
             return answer
         structured: Any = None
         if request.output_schema is not None and not answer.tool_calls:
-            structured = parse_structured(answer.content, self.name)
+            structured = parse_structured(answer.content, self.name, usage=estimate_usage(request, answer))
         return ModelResponse(
             message=answer,
             usage=estimate_usage(request, answer),

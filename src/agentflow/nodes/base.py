@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol
 
+from agentflow.core.chat import Spend
 from agentflow.core.errors import StepFailure
 from agentflow.core.node_specs import NodeSpec
 from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
 from agentflow.core.templating import copied, has_templates, render
 from agentflow.core.tools import ToolRegistry
+from agentflow.nodes.model_access import ModelAccess
 from agentflow.nodes.rendering import call_rendering
 from agentflow.nodes.threads import ToolThreads
 
@@ -24,11 +26,15 @@ class NodeEnv:
         tools: the registered tools.
         threads: runs sync tools, a thread per call.
         template_context: ``payload``, ``steps`` and ``run`` for rendering templates.
+        models: the worker's models and prices (None: this worker runs no model nodes).
+        spent: what the step spent on models so far (recorded even when the step fails).
     """
 
     tools: ToolRegistry
     threads: ToolThreads
     template_context: dict[str, Any]
+    models: ModelAccess | None = None
+    spent: list[Spend] = field(default_factory=list)
 
     async def render(self, value: Any, node: str, field: str) -> Any:
         """``value`` with its templates rendered in the template context, off the event loop

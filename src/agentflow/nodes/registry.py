@@ -11,6 +11,7 @@ from agentflow.nodes.base import NodeRunner
 from agentflow.nodes.condition import ConditionRunner
 from agentflow.nodes.data import FilterRunner, MappingRunner, SortRunner, SplitRunner
 from agentflow.nodes.finish import FinishRunner
+from agentflow.nodes.llm import LlmRunner
 from agentflow.nodes.looping import ForEachRunner
 from agentflow.nodes.merge import MergeRunner
 from agentflow.nodes.tool import ToolRunner
@@ -29,6 +30,7 @@ RUNNERS: dict[str, NodeRunner] = {
         FilterRunner(),
         SortRunner(),
         SplitRunner(),
+        LlmRunner(),
     )
 }
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import logging
+from uuid import UUID
 
 from agentflow.agent import script
 from agentflow.agent.env import AgentEnv
+from agentflow.agent.loop import workspace_breach
+from agentflow.core.errors import ErrorInfo
 from agentflow.core.tools import ToolRegistry
 from agentflow.integrations.guarded_http import guarded_client
 from agentflow.knowledge.base import KnowledgeBase
@@ -13,6 +16,7 @@ from agentflow.llm.base import ModelProvider
 from agentflow.llm.pricing_file import load_price_table
 from agentflow.llm.scripted import ScriptedProvider
 from agentflow.llm.select import resolve_model
+from agentflow.nodes.model_access import ModelAccess
 from agentflow.nodes.threads import ToolThreads
 from agentflow.settings import Settings
 from agentflow.store.database import Database
@@ -64,3 +68,19 @@ def build_agent_env(
         workspace_daily_usd=settings.workspace_daily_usd,
         workspace_daily_tokens=settings.workspace_daily_tokens,
     )
+
+
+def node_models(env: AgentEnv) -> ModelAccess:
+    """The models of ``env`` for model nodes: the same providers, prices and daily budget."""
+
+    async def over_budget(workspace_id: UUID) -> ErrorInfo | None:
+        breach = await workspace_breach(
+            env.pool, workspace_id, env.workspace_daily_usd, env.workspace_daily_tokens
+        )
+        return (
+            None
+            if breach is None
+            else ErrorInfo(breach.code, breach.message, breach.details, breach.solution)
+        )
+
+    return ModelAccess(env.model, env.prices, over_budget)

@@ -30,7 +30,7 @@ from agentflow.nodes.base import NodeEnv
 from agentflow.nodes.registry import runner_for
 from agentflow.nodes.rendering import call_rendering
 from agentflow.store import json_codec
-from agentflow.store.checkpoints import NO_EFFECTS, Checkpointed, Effects, RunWrite, StepWrite
+from agentflow.store.checkpoints import NO_EFFECTS, Checkpointed, Effects, ModelUsage, RunWrite, StepWrite
 
 _rand = random.Random()
 
@@ -186,7 +186,8 @@ async def run_activation(
     env = NodeEnv(
         tools_env.tools,
         tools_env.threads,
-        {
+        models=tools_env.models,
+        template_context={
             "payload": with_nested_keys(run.input),
             "input": planner.node_input(config, activation, run.input, cursor.outputs),
             "steps": cursor.outputs,
@@ -291,6 +292,7 @@ async def decide(
         ran.tasks if failure is None else [],
         seq=ran.seq,
         next_counter=counter,
+        usage=_usage(ran.env),
     )
     return _with_inbox(
         outcome, ran.inbox, consumes=transition.step_status == "completed" and not result.passes_inbox
@@ -341,6 +343,7 @@ def _outcome(
     *,
     seq: int | None = None,
     next_counter: int | None = None,
+    usage: ModelUsage | None = None,
 ) -> StepOutcome:
     run_error = transition.error.to_json() if transition.error else None
     run = RunWrite(
@@ -372,8 +375,25 @@ def _outcome(
         children=list(transition.children),
         release=list(transition.release),
         cancel_loops=list(transition.cancel_loops),
+        usage=usage,
     )
     return StepOutcome(transition, run, step, effects)
+
+
+def _usage(env: NodeEnv) -> ModelUsage | None:
+    """What the step spent on models, failed attempts included (their tokens were paid for)."""
+    if not env.spent:
+        return None
+    spent = sum(env.spent[1:], env.spent[0])
+    usage = spent.usage
+    return ModelUsage(
+        spent.model,
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cached_input_tokens,
+        spent.usd,
+        spent.calls,
+    )
 
 
 def _task_doc(task: Any) -> dict[str, Any]:

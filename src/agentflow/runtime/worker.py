@@ -31,7 +31,7 @@ from agentflow.llm.base import ModelProvider
 from agentflow.nodes.base import NodeEnv
 from agentflow.nodes.threads import ToolThreads
 from agentflow.runtime import agent_step, metrics, step
-from agentflow.runtime.agent_setup import build_agent_env
+from agentflow.runtime.agent_setup import build_agent_env, node_models
 from agentflow.runtime.branches import BranchDriver
 from agentflow.runtime.companions import Companion, keep_running
 from agentflow.runtime.configs import ConfigCache
@@ -100,8 +100,8 @@ class Worker:
         self._tools = tools or default_registry
         self._configs = ConfigCache(db.pool)
         self.threads = ToolThreads()
-        self._env = NodeEnv(self._tools, self.threads, {})
         self.agents: AgentEnv = build_agent_env(db, settings, self._tools, self.threads, model=model)
+        self._env = NodeEnv(self._tools, self.threads, {}, models=node_models(self.agents))
         gate = gate or ModelGate(self.agents.model, self.agents.prices)
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()

@@ -168,13 +168,13 @@ _WAKE_PARENT = """, wp AS (
 _WORKSPACE_USAGE = """, u AS (
     INSERT INTO workspace_usage AS w (workspace_id, day, input_tokens, output_tokens,
                                       cached_input_tokens, usd_cost, model_calls)
-    SELECT r.workspace_id, (now() AT TIME ZONE 'UTC')::date, $IN, $OUT, $CACHED, $USD, 1 FROM r
+    SELECT r.workspace_id, (now() AT TIME ZONE 'UTC')::date, $IN, $OUT, $CACHED, $USD, $CALLS FROM r
     ON CONFLICT (workspace_id, day) DO UPDATE SET
         input_tokens = w.input_tokens + excluded.input_tokens,
         output_tokens = w.output_tokens + excluded.output_tokens,
         cached_input_tokens = w.cached_input_tokens + excluded.cached_input_tokens,
         usd_cost = w.usd_cost + excluded.usd_cost,
-        model_calls = w.model_calls + 1
+        model_calls = w.model_calls + excluded.model_calls
 )"""
 # The run's totals and its per-model breakdown (seed 002 costs[]), merged by key_type.
 _RUN_USAGE = """
@@ -193,7 +193,7 @@ _RUN_USAGE = """
                        sum((e->>'usd_cost')::numeric) AS d, sum((e->>'calls')::bigint) AS n
                 FROM jsonb_array_elements(costs || jsonb_build_array(jsonb_build_object(
                     'key_type', $MODEL::text, 'input_tokens', $IN, 'output_tokens', $OUT,
-                    'cached_input_tokens', $CACHED, 'usd_cost', $USD, 'calls', 1))) AS e
+                    'cached_input_tokens', $CACHED, 'usd_cost', $USD, 'calls', $CALLS))) AS e
                 GROUP BY 1
             ) AS merged
         ),"""
@@ -244,13 +244,15 @@ class RunWrite:
 
 @dataclass(frozen=True)
 class ModelUsage:
-    """One model call's tokens and USD cost, written on the step, the run and the workspace day."""
+    """A step's model calls: tokens, USD cost and how many calls, written on the step, the run
+    and the workspace day."""
 
     model: str
     input_tokens: int
     output_tokens: int
     cached_input_tokens: int
     usd_cost: float
+    calls: int = 1
 
 
 @dataclass(frozen=True)
@@ -325,10 +327,10 @@ def _statement(
             number += 1
     if usage:
         names = {"$MODEL": number, "$IN": number + 1, "$OUT": number + 2, "$CACHED": number + 3}
-        names["$USD"] = number + 4
+        names["$USD"], names["$CALLS"] = number + 4, number + 5
         run_usage, workspace_usage = _RUN_USAGE, _WORKSPACE_USAGE
         for marker, n in sorted(names.items(), key=lambda kv: -len(kv[0])):
-            cast = "::numeric" if marker == "$USD" else ("::text" if marker == "$MODEL" else "::bigint")
+            cast = {"$USD": "::numeric", "$MODEL": "::text", "$CALLS": "::int"}.get(marker, "::bigint")
             run_usage = run_usage.replace(marker, f"${n}{cast}")
             workspace_usage = workspace_usage.replace(marker, f"${n}{cast}")
         sql = sql.replace("$USAGE", run_usage)
@@ -390,7 +392,7 @@ async def checkpoint(
     usage = effects.usage
     if usage is not None:
         args += [usage.model, usage.input_tokens, usage.output_tokens, usage.cached_input_tokens]
-        args.append(Decimal(str(round(usage.usd_cost, 6))))
+        args += [Decimal(str(round(usage.usd_cost, 6))), usage.calls]
     loops = (
         bool(effects.children),
         bool(effects.release),

@@ -43,7 +43,7 @@ def check_inputs(graph: Graph) -> list[Problem]:
         incoming = graph.incoming(node_id)
         if node_id == entry or not incoming:
             continue
-        fields = node.model_dump(mode="json", exclude=TEMPLATE_FIELDS_EXCLUDED)
+        fields = node.model_dump(mode="json", exclude=TEMPLATE_FIELDS_EXCLUDED | node.literal_fields)
         for path, read in template_reads(fields, "input", graph.paths[node_id]):
             problem = _unproducible(graph, node, incoming, read)
             if problem is not None:
@@ -218,7 +218,7 @@ def _unproducible(graph: Graph, node: NodeSpec, incoming: list[Link], read: Path
 
 def _missing(graph: Graph, link: Link, read: Path, shown: str) -> str | None:
     source = graph.nodes[link.source]
-    schema = source.output_schema(link.port)
+    schema = source.port_schema(link.port)
     if can_have(schema, read):
         return None
     keys = keys_of(schema)

@@ -1,0 +1,33 @@
+"""What a worker lends model nodes: its models, their prices, and the workspace's budget."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from uuid import UUID
+
+from agentflow.core.errors import ErrorInfo
+from agentflow.core.pricing import PriceTable
+from agentflow.llm.base import ModelProvider
+
+ModelResolver = Callable[[str | None], tuple[ModelProvider, str]]
+"""Turns a ``model`` (``provider:model`` or None for the default) into a provider and the
+vendor's model name; never raises (a model that cannot be built answers with its error)."""
+
+BudgetCheck = Callable[[UUID], Awaitable[ErrorInfo | None]]
+"""Whether a workspace has used up today's model budget: the reason, else None."""
+
+
+@dataclass(frozen=True)
+class ModelAccess:
+    """Models for node runners.
+
+    Attributes:
+        resolve: picks the provider of a node's ``model``.
+        prices: USD per million tokens by model.
+        over_budget: asked before each model call.
+    """
+
+    resolve: ModelResolver
+    prices: PriceTable
+    over_budget: BudgetCheck
