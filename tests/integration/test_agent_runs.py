@@ -107,8 +107,8 @@ async def test_a_budget_suspends_the_run_with_a_reason_and_resume_grants_more(en
     assert again.state["agent"]["model_calls"] == 5
 
 
-async def test_an_answer_without_tool_calls_completes_the_run(engine: Engine) -> None:
-    await engine.publish_workflow(agent_workflow())
+async def test_with_on_text_complete_an_answer_without_tool_calls_completes_the_run(engine: Engine) -> None:
+    await engine.publish_workflow(agent_workflow(on_text="complete"))
     async with running_worker(engine, model=replies(Message("assistant", "Nothing needs doing."))):
         run = await engine.start_run("meeting-follow-up", {})
         done = await until(engine, run.id, lambda r: r.status.is_terminal)

@@ -13,7 +13,7 @@ import asyncio
 import random
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -47,6 +47,13 @@ from agentflow.store.checkpoints import NO_EFFECTS, Effects, ModelUsage
 
 AWAITING_APPROVAL = "awaiting_approval"
 MAX_CALLS_PER_DECISION = 16
+MAX_NUDGES = 1
+MAX_REFUSED_IN_ROW = 5
+_TEXT_OUTCOMES = {
+    RunStatus.IN_PROGRESS: "nudged",
+    RunStatus.COMPLETED: "completed",
+    RunStatus.FAILED: "failed",
+}
 _rand = random.Random()
 
 
@@ -94,6 +101,8 @@ async def _decide(
     breach = await _budget_breach(config, run, state, env, before="model")
     if breach is not None:
         return _suspend(state, breach)
+    if state.refused >= MAX_REFUSED_IN_ROW:
+        return _stuck(state)
     account = (
         await agent_reads.account(env.pool, run.workspace_id, run.account_id) if run.account_id else None
     )
@@ -145,13 +154,13 @@ async def _decide(
         "usage": {**response.usage.__dict__, "usd_cost": round(usd, 6)},
     }
     after = state.after_decision(calls, response.usage, usd)
-    if not calls:  # an answer without a call ends the run, its text as the summary
-        summary = response.message.content.strip() or "The model had nothing to do."
-        transition = Transition(
-            RunStatus.COMPLETED, after.to_json(), "completed", output=_result(after, summary)
-        )
-    else:
+    if calls:
         transition = Transition(RunStatus.IN_PROGRESS, after.to_json(), "completed")
+    else:
+        transition = _on_text(config, after, response.message.content.strip())
+        output["on_text"] = _TEXT_OUTCOMES[transition.status]
+        if transition.status is RunStatus.IN_PROGRESS:
+            transition = replace(transition, state=after.after_nudge().to_json())
     return AgentStep(
         transition,
         DECIDE_KIND,
@@ -162,6 +171,24 @@ async def _decide(
         Effects(usage=usage),
         consumes_inbox=True,
     )
+
+
+def _on_text(config: AgentConfig, state: AgentState, text: str) -> Transition:
+    """How an answer with no tool call moves the run (``on_text``)."""
+    if config.on_text == "complete":
+        summary = text or "The model had nothing to do."
+        return Transition(RunStatus.COMPLETED, state.to_json(), "completed", output=_result(state, summary))
+    if config.on_text == "nudge" and state.nudges < MAX_NUDGES:
+        return Transition(RunStatus.IN_PROGRESS, state.to_json(), "completed")
+    told = " after being told to use its tools" if config.on_text == "nudge" else ""
+    info = ErrorInfo(
+        "agent_no_action",
+        f"the model answered with text and no tool call{told}: {text[:300]!r}",
+        {"text": text[:2000], "nudges": state.nudges},
+        "Use a model that can call tools, say in the prompt which tools to use, "
+        "or set on_text: complete to take such an answer as the run's summary.",
+    )
+    return Transition(RunStatus.FAILED, state.to_json(), "completed", reason="agent_no_action", error=info)
 
 
 async def _act(
@@ -202,7 +229,7 @@ async def _act(
 
 
 def _acted(state: AgentState, call: ToolCall, outcome: ToolOutcome, step_input: Any) -> AgentStep:
-    after = state.after_call(plan=outcome.plan)
+    after = state.after_call(plan=outcome.plan, refused=outcome.refused)
     output: dict[str, Any] = {"call_id": call.id, "result": outcome.result}
     if outcome.refused:
         output["refused"] = True
@@ -299,6 +326,23 @@ async def workspace_breach(
     limit_usd = own_usd if own_usd is not None else default_usd
     limit_tokens = own_tokens if own_tokens is not None else default_tokens
     return check_workspace_budget(used_usd, used_tokens, limit_usd, limit_tokens)
+
+
+def _stuck(state: AgentState) -> AgentStep:
+    """The model's last calls were all refused: it is not getting anywhere, so the run fails
+    rather than spend its budget repeating them."""
+    info = ErrorInfo(
+        "agent_stuck",
+        f"the model's last {state.refused} tool calls in a row were refused (unknown tools, "
+        "arguments that break the schema, failures or rejections); the run stopped instead of "
+        "repeating them",
+        {"refused_in_row": state.refused},
+        "Look at the refused calls in the run's steps; fix the tools' schemas or the prompt, "
+        "or use a model that follows tool schemas, then retry the run.",
+    )
+    transition = Transition(RunStatus.FAILED, state.to_json(), "completed", reason="agent_stuck", error=info)
+    output = {"stopped": "agent_stuck", "refused_in_row": state.refused}
+    return AgentStep(transition, "agent.stuck", "agent_stuck", None, output, None, NO_EFFECTS)
 
 
 def _suspend(state: AgentState, breach: Breach) -> AgentStep:

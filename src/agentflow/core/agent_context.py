@@ -19,6 +19,11 @@ import orjson
 from agentflow.core.agent_config import ContextLimits
 from agentflow.core.chat import Message, ToolCall
 
+NUDGE = (
+    "You answered without calling a tool, so nothing happened. Act through your tools; "
+    "if nothing is left to do, call `complete` with a summary of what was done."
+)
+"""What the model is told after an answer with text and no tool call (``on_text: nudge``)."""
 DECIDE_KIND = "agent.decide"
 TOOL_KIND = "agent.tool"
 MAX_VALUE_CHARS = 4_000
@@ -78,6 +83,7 @@ class Iteration:
     content: str
     calls: list[ToolCall]
     results: dict[str, Any]
+    nudged: bool = False
 
 
 def iterations(steps: list[HistoryStep]) -> list[Iteration]:
@@ -87,7 +93,8 @@ def iterations(steps: list[HistoryStep]) -> list[Iteration]:
         if step.kind == DECIDE_KIND and isinstance(step.output, dict):
             calls = [ToolCall.from_json(c) for c in step.output.get("tool_calls", []) if isinstance(c, dict)]
             events = step.input.get("events", []) if isinstance(step.input, dict) else []
-            found.append(Iteration(events, str(step.output.get("content") or ""), calls, {}))
+            nudged = step.output.get("on_text") == "nudged"
+            found.append(Iteration(events, str(step.output.get("content") or ""), calls, {}, nudged))
         elif step.kind == TOOL_KIND and found and isinstance(step.output, dict):
             call_id = step.output.get("call_id")
             if isinstance(call_id, str):
@@ -115,7 +122,10 @@ def _assemble(inputs: ContextInputs, history: list[Iteration], keep: int) -> tup
     for it in recent:
         if it.events:
             messages.append(Message("user", "## New events\n" + _block(it.events)))
-        messages.append(Message("assistant", it.content, tuple(it.calls)))
+        if it.content or it.calls:  # vendors refuse an empty assistant turn
+            messages.append(Message("assistant", it.content, tuple(it.calls)))
+        if it.nudged:
+            messages.append(Message("user", NUDGE))
         for call in it.calls:
             result = it.results.get(call.id, {"error": {"code": "not_executed", "message": "not executed"}})
             messages.append(Message("tool", _json(_clip(result)), tool_call_id=call.id, name=call.name))

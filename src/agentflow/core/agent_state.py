@@ -35,6 +35,8 @@ class AgentState:
         model_calls / tool_calls / tokens / usd: what the run has used so far.
         allowance: extra budget granted when a person resumed a suspended run.
         approval: the approval request the next call waits for (``id``, ``call_id``, ``hash``).
+        nudges: answers in a row with text and no tool call (each told to use the tools).
+        refused: tool calls in a row that were refused (unknown, bad arguments, failed).
     """
 
     phase: str = DECIDE
@@ -46,6 +48,8 @@ class AgentState:
     usd: float = 0.0
     allowance: dict[str, float] = field(default_factory=dict)
     approval: dict[str, Any] | None = None
+    nudges: int = 0
+    refused: int = 0
 
     @classmethod
     def from_json(cls, doc: dict[str, Any] | None) -> AgentState:
@@ -63,6 +67,8 @@ class AgentState:
             usd=float(agent.get("usd", 0.0)),
             allowance={k: float(v) for k, v in (agent.get("allowance") or {}).items() if k in ALLOWANCE_KEYS},
             approval=agent.get("approval") if isinstance(agent.get("approval"), dict) else None,
+            nudges=int(agent.get("nudges", 0)),
+            refused=int(agent.get("refused", 0)),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -81,6 +87,10 @@ class AgentState:
             doc["allowance"] = self.allowance
         if self.approval is not None:
             doc["approval"] = self.approval
+        if self.nudges:
+            doc["nudges"] = self.nudges
+        if self.refused:
+            doc["refused"] = self.refused
         return {"agent": doc}
 
     def after_decision(self, calls: tuple[ToolCall, ...], usage: Usage, usd: float) -> AgentState:
@@ -92,10 +102,15 @@ class AgentState:
             model_calls=self.model_calls + 1,
             tokens=self.tokens + usage.total_tokens,
             usd=self.usd + usd,
+            nudges=0 if calls else self.nudges,
         )
 
-    def after_call(self, *, plan: dict[str, Any] | None = None) -> AgentState:
-        """The state after the first pending call was executed (or refused)."""
+    def after_nudge(self) -> AgentState:
+        """The state after an answer without a tool call that the model is told about."""
+        return replace(self, nudges=self.nudges + 1)
+
+    def after_call(self, *, plan: dict[str, Any] | None = None, refused: bool = False) -> AgentState:
+        """The state after the first pending call was executed (or ``refused``)."""
         rest = self.pending[1:]
         return replace(
             self,
@@ -104,6 +119,7 @@ class AgentState:
             tool_calls=self.tool_calls + 1,
             plan=plan if plan is not None else self.plan,
             approval=None,
+            refused=self.refused + 1 if refused else 0,
         )
 
     def with_allowance(self, extra: dict[str, float]) -> AgentState:

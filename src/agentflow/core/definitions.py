@@ -112,6 +112,10 @@ class AgentConfig(WorkflowBase):
         impact: how the impact report values the agent's work.
         context: how much history the model sees verbatim.
         gate: ask a model whether each matching event should start a run (see ``Gate``).
+        on_text: what an answer with text and no tool call does: ``nudge`` (default: the
+            model is told once to use its tools or call ``complete``; a second such answer
+            fails the run with ``agent_no_action``), ``complete`` (the text is the summary)
+            or ``fail`` (at once, ``agent_no_action``).
     """
 
     kind: Literal["agent"] = "agent"
@@ -127,6 +131,7 @@ class AgentConfig(WorkflowBase):
     impact: Impact = Impact()
     context: ContextLimits = ContextLimits()
     gate: Gate | None = None
+    on_text: Literal["nudge", "complete", "fail"] = "nudge"
 
     @field_validator("tools", "approvals")
     @classmethod
