@@ -135,7 +135,7 @@ class Governance:
             raise NotFoundError("run_not_found", f"no run {run_id} in this workspace")
         if run.status != RunStatus.SUSPENDED:
             raise ConflictError("run_not_suspended", f"run {run_id} is {run.status.value}, not suspended")
-        config = await self._configs.get(workspace_id, run.workflow_id, run.workflow_version)
+        config = await self._configs.for_run(run)
         state = AgentState.from_json(run.state).with_allowance({k: float(v) for k, v in extra.items()})
         if isinstance(config, AgentConfig):
             elapsed = await agent_reads.elapsed_seconds(self._db.pool, workspace_id, run_id)
@@ -147,8 +147,9 @@ class Governance:
                     "budget_still_exceeded", f"resuming now would suspend the run again: {breach.message}",
                     details=breach.details, solution=breach.solution,
                 )  # fmt: skip
+        # An agent node's child run keeps the rest of its state (the node, its prompt).
         resumed = await approvals.resume(
-            self._db.pool, workspace_id, run_id, run.fencing_token, state.to_json()
+            self._db.pool, workspace_id, run_id, run.fencing_token, {**run.state, **state.to_json()}
         )
         if resumed is None:
             raise ConflictError("run_not_suspended", f"run {run_id} changed meanwhile; look at it again")

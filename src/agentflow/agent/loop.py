@@ -48,6 +48,7 @@ from agentflow.store.checkpoints import NO_EFFECTS, Effects, ModelUsage
 AWAITING_APPROVAL = "awaiting_approval"
 MAX_CALLS_PER_DECISION = 16
 MAX_NUDGES = 1
+DEFAULT_MAX_TOKENS = 2048
 MAX_REFUSED_IN_ROW = 5
 _TEXT_OUTCOMES = {
     RunStatus.IN_PROGRESS: "nudged",
@@ -122,7 +123,14 @@ async def _decide(
     )
     messages = build_messages(inputs)
     provider, model = env.model(config.model)
-    request = ModelRequest(model, messages, toolbox.tool_schemas(config, env.tools))
+    request = ModelRequest(
+        model,
+        messages,
+        toolbox.tool_schemas(config, env.tools),
+        max_output_tokens=config.max_tokens or DEFAULT_MAX_TOKENS,
+        temperature=config.temperature,
+        top_p=config.top_p,
+    )
     step_input = {
         "events": inputs.events,
         "messages": len(messages),

@@ -116,6 +116,8 @@ class AgentConfig(WorkflowBase):
             model is told once to use its tools or call ``complete``; a second such answer
             fails the run with ``agent_no_action``), ``complete`` (the text is the summary)
             or ``fail`` (at once, ``agent_no_action``).
+        temperature / top_p / max_tokens: sampling for every decision (None: the vendor's
+            default; ``max_tokens`` 2048).
     """
 
     kind: Literal["agent"] = "agent"
@@ -132,6 +134,9 @@ class AgentConfig(WorkflowBase):
     context: ContextLimits = ContextLimits()
     gate: Gate | None = None
     on_text: Literal["nudge", "complete", "fail"] = "nudge"
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    max_tokens: int | None = Field(default=None, ge=1, le=200_000)
 
     @field_validator("tools", "approvals")
     @classmethod

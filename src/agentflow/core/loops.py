@@ -66,6 +66,23 @@ def on_loop_start(
     )
 
 
+def on_child_start(
+    config: StructuredConfig,
+    state: dict[str, Any],
+    child_state: dict[str, Any],
+    seq: int,
+    done: Activation,
+    output: Any,
+) -> Transition:
+    """The run after activation ``done`` (a node that runs as one child run, such as an
+    ``agent``) started it in step ``seq``: the child starts with ``child_state``, and the
+    node waits for it as a loop of one item."""
+    before = frontier.load(state, config.graph)
+    children = ({"item_index": 0, "state": child_state, "released": True},)
+    after = frontier.start_loop(before, done, seq, 1, 1)
+    return moved(config, state, after, "completed", output, children=children)
+
+
 def on_loop_wake(
     config: StructuredConfig, state: dict[str, Any], progress: dict[int, LoopProgress]
 ) -> LoopStep:
@@ -78,8 +95,11 @@ def on_loop_wake(
     release: list[tuple[int, int]] = []
     for loop in current.loops:
         node = config.node(loop.node)
-        assert isinstance(node, ForEachNode)
         seen = progress.get(loop.seq, LoopProgress())
+        if not isinstance(node, ForEachNode):
+            if seen.ended and seen.items is not None:
+                return _child_ended(config, state, current, loop, seen.items[0], tuple(release))
+            continue
         if seen.failed and node.on_item_error == "fail":
             return _failed(config, state, current, loop, node, seen, tuple(release))
         if seen.ended >= loop.total and seen.items is not None:
@@ -94,6 +114,39 @@ def on_loop_wake(
             release.append((loop.seq, loop.released + more))
     counted = {"loops": [{"node": o.node, "released": o.released, "total": o.total} for o in current.loops]}
     return LoopStep(moved(config, state, current, "completed", None, release=tuple(release)), None, counted)
+
+
+def _child_ended(
+    config: StructuredConfig,
+    state: dict[str, Any],
+    current: frontier.Frontier,
+    loop: Loop,
+    end: dict[str, Any],
+    release: tuple[tuple[int, int], ...],
+) -> LoopStep:
+    """A node's only child run ended: fire ``result`` with its output, or fail the node with
+    its error (down ``error`` when an edge leaves it, else the run fails)."""
+    node = config.node(loop.node)
+    if end["status"] == "completed":
+        after = frontier.end_loop(config.graph, current, loop, "result")
+        output = end["output"]
+        return LoopStep(moved(config, state, after, "completed", output, release=release), node.id, output)
+    child = end.get("error") or {}
+    code = str(child.get("code") or "child_failed")
+    error = ErrorInfo(
+        code,
+        f"{node.type} node {node.id!r}: {child.get('message') or 'its run ' + str(end['status'])}",
+        {"node": node.id, "status": end["status"], **(child.get("details") or {})},
+        child.get("solution"),
+    )
+    if config.graph.outgoing(node.id, ERROR_PORT):
+        after = frontier.end_loop(config.graph, current, loop, ERROR_PORT)
+        return LoopStep(
+            moved(config, state, after, "failed", None, handled=error, release=release), node.id, None
+        )
+    left = frontier.dump(current, state, config.graph)
+    failed = Transition(RunStatus.FAILED, left, "failed", reason=error.code, error=error, release=release)
+    return LoopStep(failed, node.id, None)
 
 
 def _failed(

@@ -42,6 +42,8 @@ class NodeResult:
             next step instead of consuming them (a wait hands on what arrived).
         port: the output port whose edges fire (a condition's chosen branch).
         loop_items: a ``for_each``'s items, each to run as a child run.
+        child_state: the node runs as one child run that starts with this state (an
+            ``agent`` node); its end moves the node on.
     """
 
     output: Any = None
@@ -52,6 +54,7 @@ class NodeResult:
     passes_inbox: bool = False
     port: str = "result"
     loop_items: list[Any] | None = None
+    child_state: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -285,7 +288,8 @@ def moved(
     if after.timers or after.loops:
         secs, at = frontier.earliest(after)
         if after.loops:
-            secs = POLL_SECONDS if secs is None else min(secs, POLL_SECONDS)
+            poll = min(getattr(config.node(o.node), "child_poll_seconds", POLL_SECONDS) for o in after.loops)
+            secs = poll if secs is None else min(secs, poll)
         retries = all(t.retry is not None for t in after.timers) and not after.loops
         reason = (
             AWAITING_EVENT

@@ -7,6 +7,7 @@ from typing import Any
 from agentflow.core.errors import StepFailure
 from agentflow.core.graph.catalog import describe_kinds
 from agentflow.core.node_specs import NODE_SPECS
+from agentflow.nodes.agent_node import AgentNodeRunner
 from agentflow.nodes.base import NodeRunner
 from agentflow.nodes.condition import ConditionRunner
 from agentflow.nodes.data import FilterRunner, MappingRunner, SortRunner, SplitRunner
@@ -31,6 +32,7 @@ RUNNERS: dict[str, NodeRunner] = {
         SortRunner(),
         SplitRunner(),
         LlmRunner(),
+        AgentNodeRunner(),
     )
 }
 

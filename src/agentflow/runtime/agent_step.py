@@ -22,6 +22,9 @@ async def execute(
     attempt = cursor.attempt + 1
     step = await next_step(config, run, cursor.state, cursor.inbox, attempt, cursor.step_seq, token, env)
     t = step.transition
+    kept = {k: v for k, v in cursor.state.items() if k != "agent"}
+    if kept:  # an agent node's child run: its state also names the node and the prompt
+        t = replace(t, state={**kept, **t.state})
     output = step.output if t.advances else None
     try:
         json_codec.encode(output)

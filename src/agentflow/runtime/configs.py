@@ -9,7 +9,8 @@ import asyncpg
 
 from agentflow.core.definitions import AgentConfig, StructuredConfig, validate_config
 from agentflow.core.errors import NotFoundError
-from agentflow.core.records import VersionRecord
+from agentflow.core.graph.agent_nodes import AGENT_NODE, delegated_agent
+from agentflow.core.records import RunRecord, VersionRecord
 from agentflow.store import workflows
 
 
@@ -20,6 +21,7 @@ class ConfigCache:
         self._pool = pool
         self._size = size
         self._items: dict[tuple[UUID, UUID, int], AgentConfig | StructuredConfig] = {}
+        self._agents: dict[tuple[UUID, UUID, int, str, str], AgentConfig] = {}
 
     async def get(
         self, workspace_id: UUID, workflow_id: UUID, version: int
@@ -32,6 +34,25 @@ class ConfigCache:
         if record is None:
             raise NotFoundError("version_not_found", f"workflow {workflow_id} has no version {version}")
         return self.parse(record)
+
+    async def for_run(self, run: RunRecord) -> AgentConfig | StructuredConfig:
+        """The config ``run`` executes: its version's, or for the child run of an ``agent``
+        node, the agent config that node makes with the prompt it rendered."""
+        config = await self.get(run.workspace_id, run.workflow_id, run.workflow_version)
+        if not isinstance(config, StructuredConfig) or AGENT_NODE not in run.state:
+            return config
+        key = (
+            run.workspace_id, run.workflow_id, run.workflow_version,
+            str(run.state[AGENT_NODE]), str(run.state.get("agent_prompt")),
+        )  # fmt: skip
+        agent = self._agents.get(key)
+        if agent is None:
+            agent = delegated_agent(config, run.state)
+            assert agent is not None
+            if len(self._agents) >= self._size:
+                self._agents.pop(next(iter(self._agents)))
+            self._agents[key] = agent
+        return agent
 
     def parse(self, record: VersionRecord) -> AgentConfig | StructuredConfig:
         """The parsed config of a version record (parsed once, then cached)."""

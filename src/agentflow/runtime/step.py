@@ -142,7 +142,9 @@ async def execute(
         woke = loops.on_loop_wake(config, state, cursor.loops)
         t = woke.transition
         output = t.step_output if t.handled else woke.output
-        return _outcome(t, cursor, attempt, woke.node_id, "for_each", None, None, output, t.error, 0.0, [])
+        # The step is the ending node's (a for_each, an agent), else the first waiting one's.
+        kind = config.node(woke.node_id or state["loops"][0]["node"]).type
+        return _outcome(t, cursor, attempt, woke.node_id, kind, None, None, output, t.error, 0.0, [])
     if activation is None:  # woken with nothing ready: a trailing wait is over, or timers remain
         transition = planner.on_nothing_ready(config, state, cursor.outputs)
         kind = "finish" if transition.status is RunStatus.COMPLETED else "timers"
@@ -271,6 +273,10 @@ async def decide(
     if failure is None:
         if result.loop_items is not None and isinstance(node, ForEachNode):
             transition = loops.on_loop_start(config, state, node, result.loop_items, ran.seq, ran.activation)
+        elif result.child_state is not None:
+            transition = loops.on_child_start(
+                config, state, result.child_state, ran.seq, ran.activation, result.output
+            )
         else:
             transition = planner.on_success(config, state, node, result, ran.activation)
         error = None

@@ -238,7 +238,7 @@ class Worker:
     async def _drive(self, run: RunRecord, held: _Held, inbox_seq: int) -> None:
         token = run.fencing_token
         try:
-            config = await self._configs.get(run.workspace_id, run.workflow_id, run.workflow_version)
+            config = await self._configs.for_run(run)
             agent = isinstance(config, AgentConfig)
             outputs = (
                 await reads.step_outputs(self.db.pool, run.workspace_id, run.id)

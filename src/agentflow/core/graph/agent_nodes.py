@@ -1,0 +1,120 @@
+"""The ``agent`` node: the agent loop inside a graph (seed 001's agent node, seed 002's AI step).
+
+The node's activation starts a child run of the same workflow version whose state names the
+node (``agent_node``) and holds the prompt rendered from the run's data. A worker runs that
+child as an agent run (``delegated_agent``): each decision and each tool call its own
+checkpointed step, with the node's tools, budget and approvals. When the child ends the
+parent wakes and the node fires ``result`` with the agent's summary, or ``error`` with why it
+failed (see ``agentflow.core.loops``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, ValidationError, model_validator
+
+from agentflow.core.agent_config import Action, Budget, ContextLimits
+from agentflow.core.agent_state import AgentState
+from agentflow.core.definitions import AgentConfig, StructuredConfig
+from agentflow.core.graph.model_nodes import MODEL_PATTERN
+from agentflow.core.node_specs import NodeSpec, register_node_spec
+
+AGENT_NODE = "agent_node"
+"""The state key that makes a child run an agent node's run."""
+AGENT_PROMPT = "agent_prompt"
+
+RESULT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "summary": {"type": "string"},
+        "model_calls": {"type": "integer"},
+        "tool_calls": {"type": "integer"},
+        "plan": {"type": "object"},
+    },
+    "additionalProperties": False,
+}
+
+
+class AgentNode(NodeSpec):
+    """Let a model act through tools until it calls ``complete``: each decision and each tool
+    call is its own step of a child run; ``result`` carries the summary, ``error`` a failure."""
+
+    title: ClassVar[str] = "Agent"
+    literal_fields: ClassVar[frozenset[str]] = frozenset(
+        {"actions", "budget", "context", "tools", "approvals"}
+    )
+    result_schema: ClassVar[dict[str, Any]] = RESULT_SCHEMA
+    child_poll_seconds: ClassVar[float] = 30.0
+    """How often the waiting run looks at the agent even when its end did not wake it."""
+
+    type: Literal["agent"] = "agent"
+    prompt: str = Field(min_length=1, max_length=20_000, description="What the agent is to do (a template).")
+    model: str | None = Field(default=None, pattern=MODEL_PATTERN, description="provider:model.")
+    tools: list[str] = Field(
+        default_factory=list, max_length=100, description="Registered tools it may call."
+    )
+    actions: dict[str, Action] = Field(
+        default_factory=dict, description="Built-in actions: create_tasks, send_notifications, follow_ups."
+    )
+    approvals: list[str] = Field(
+        default_factory=list, max_length=100, description="Tools whose every call a person approves."
+    )
+    budget: Budget = Field(default_factory=Budget, description="Limits; past one the agent is suspended.")
+    context: ContextLimits = Field(default_factory=ContextLimits, description="History shown verbatim.")
+    on_text: Literal["nudge", "complete", "fail"] = Field(
+        default="nudge", description="What an answer with text and no tool call does."
+    )
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    max_tokens: int | None = Field(default=None, ge=1, le=200_000)
+
+    @model_validator(mode="after")
+    def _as_agent(self) -> AgentNode:
+        try:
+            self.agent_config("node-check", self.prompt)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ValueError(f"{where}: {first['msg']}") from None
+        return self
+
+    def agent_config(self, workflow: str, prompt: str, base: StructuredConfig | None = None) -> AgentConfig:
+        """The agent workflow this node runs, with ``prompt`` rendered (``base``: the graph's
+        workflow, whose retry policy and step timeout the node's own override)."""
+        doc: dict[str, Any] = {
+            "name": workflow,
+            "kind": "agent",
+            "prompt": prompt,
+            "model": self.model,
+            "tools": self.tools,
+            "actions": self.actions,
+            "approvals": self.approvals,
+            "budget": self.budget,
+            "context": self.context,
+            "on_text": self.on_text,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_tokens": self.max_tokens,
+        }
+        retry = self.retry or (base.retry if base is not None else None)
+        timeout = self.timeout or (base.timeout if base is not None else None)
+        doc.update({k: v for k, v in (("retry", retry), ("timeout", timeout)) if v is not None})
+        return AgentConfig.model_validate(doc)
+
+    def child_state(self, prompt: str) -> dict[str, Any]:
+        """The state a new agent child run starts with."""
+        return {AGENT_NODE: self.id, AGENT_PROMPT: prompt, **AgentState().to_json()}
+
+
+def delegated_agent(config: StructuredConfig, state: dict[str, Any]) -> AgentConfig | None:
+    """The agent config a child run of ``config`` runs, when its ``state`` names an agent node."""
+    node_id = state.get(AGENT_NODE)
+    if not isinstance(node_id, str):
+        return None
+    node = config.node(node_id)
+    assert isinstance(node, AgentNode), f"{node_id!r} is not an agent node"
+    return node.agent_config(config.name, str(state.get(AGENT_PROMPT, node.prompt)), config)
+
+
+register_node_spec(AgentNode)
