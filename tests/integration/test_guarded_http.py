@@ -194,3 +194,20 @@ async def test_sdk_flavour_enforces_the_same_rules(target: TargetServer) -> None
         with pytest.raises(BlockedDestination):
             await closed.get(f"{target.url}/refused")
     assert [(r.path, r.body) for r in target.received] == [("/v1/chat", b'{"q":"hi"}'), ("/big", b"")]
+
+
+async def test_no_cookie_a_response_sets_rides_on_a_later_request(target: TargetServer) -> None:
+    # One client serves every workspace: a session cookie from one call must not reach another.
+    target.route("/login", Reply(headers={"Set-Cookie": "session=tenant-a; Path=/"}))
+    async with guarded_client(allow=["127.0.0.1"]) as client:
+        first = await client.get(f"{target.url}/login")
+        await client.get(f"{target.url}/other")
+    assert first.headers["set-cookie"].startswith("session=tenant-a"), "the response still shows it"
+    later = [r for r in target.received if r.path == "/other"]
+    assert later and "Cookie" not in later[0].headers and "cookie" not in later[0].headers
+    # Control: a plain client keeps the cookie and sends it back.
+    async with httpx.AsyncClient() as plain:
+        await plain.get(f"{target.url}/login")
+        await plain.get(f"{target.url}/plain")
+    sent = [r for r in target.received if r.path == "/plain"]
+    assert sent and "session=tenant-a" in sent[0].headers.get("Cookie", "")

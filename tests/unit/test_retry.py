@@ -1,4 +1,5 @@
 import random
+from datetime import timedelta
 
 import pytest
 from pydantic import ValidationError
@@ -41,3 +42,13 @@ def test_attempt_budget() -> None:
 def test_invalid_policies(bad: dict[str, object]) -> None:
     with pytest.raises(ValidationError):
         RetryPolicy.model_validate(bad)
+
+
+def test_a_retry_waits_what_the_failed_call_was_asked_to_within_the_cap() -> None:
+    policy = RetryPolicy(initial_delay=timedelta(milliseconds=100), jitter=0, max_delay=timedelta(seconds=30))
+    assert policy.delay_honouring(1, lambda: 0.5) == 0.1
+    assert policy.delay_honouring(1, lambda: 0.5, 4.0) == 4.0
+    assert policy.delay_honouring(1, lambda: 0.5, 0.01) == 0.1, "never shorter than the policy"
+    assert policy.delay_honouring(1, lambda: 0.5, 3600) == 30.0, "never past max_delay"
+    assert policy.delay_honouring(1, lambda: 0.5, "soon") == 0.1
+    assert policy.delay_honouring(1, lambda: 0.5, True) == 0.1

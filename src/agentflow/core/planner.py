@@ -339,7 +339,7 @@ def on_failure(
 ) -> Transition:
     """After the ``failures``-th failed attempt: back off and retry, or fail the run."""
     if retryable and policy.allows_another(failures):
-        delay = policy.delay_after(failures, rand)
+        delay = policy.delay_honouring(failures, rand, error.details.get("retry_after"))
         return Transition(
             RunStatus.WAITING,
             state,

@@ -39,6 +39,14 @@ class RetryPolicy(BaseModel):
     def _duration(cls, value: Any) -> timedelta:
         return parse_duration(value)
 
+    def delay_honouring(self, failures: int, rand: Callable[[], float], asked: object = None) -> float:
+        """``delay_after``, or longer when the failed call was told to wait ``asked`` seconds
+        (an HTTP ``Retry-After``), never past ``max_delay``."""
+        delay = self.delay_after(failures, rand)
+        if isinstance(asked, int | float) and not isinstance(asked, bool) and asked > delay:
+            return min(float(asked), self.max_delay.total_seconds())
+        return delay
+
     def delay_after(self, failures: int, rand: Callable[[], float]) -> float:
         """Seconds to wait after ``failures`` failed attempts (``failures >= 1``).
 

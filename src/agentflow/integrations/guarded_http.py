@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import AsyncIterable, Iterable, Mapping, Sequence
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
 
 import httpcore
@@ -90,6 +91,9 @@ def guarded_client(
         headers=headers,
         # No proxies, .netrc or SSL_* variables from the environment: the guard decides alone.
         trust_env=False,
+        # One client serves every workspace: a cookie one call receives must never ride on
+        # another's request, so none is kept (responses still show their Set-Cookie).
+        cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
     )
 
 

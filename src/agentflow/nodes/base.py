@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol
 
+import httpx
+
 from agentflow.core.chat import Spend
 from agentflow.core.errors import StepFailure
 from agentflow.core.node_specs import NodeSpec
@@ -27,6 +29,7 @@ class NodeEnv:
         threads: runs sync tools, a thread per call.
         template_context: ``payload``, ``steps`` and ``run`` for rendering templates.
         models: the worker's models and prices (None: this worker runs no model nodes).
+        http: the worker's guarded HTTP client (None: this worker sends no HTTP requests).
         spent: what the step spent on models so far (recorded even when the step fails).
     """
 
@@ -34,6 +37,7 @@ class NodeEnv:
     threads: ToolThreads
     template_context: dict[str, Any]
     models: ModelAccess | None = None
+    http: httpx.AsyncClient | None = None
     spent: list[Spend] = field(default_factory=list)
 
     async def render(self, value: Any, node: str, field: str) -> Any:

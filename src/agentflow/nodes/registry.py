@@ -12,6 +12,7 @@ from agentflow.nodes.base import NodeRunner
 from agentflow.nodes.condition import ConditionRunner
 from agentflow.nodes.data import FilterRunner, MappingRunner, SortRunner, SplitRunner
 from agentflow.nodes.finish import FinishRunner
+from agentflow.nodes.http_request import HttpRequestRunner
 from agentflow.nodes.llm import LlmRunner
 from agentflow.nodes.looping import ForEachRunner
 from agentflow.nodes.merge import MergeRunner
@@ -33,6 +34,7 @@ RUNNERS: dict[str, NodeRunner] = {
         SplitRunner(),
         LlmRunner(),
         AgentNodeRunner(),
+        HttpRequestRunner(),
     )
 }
 

@@ -189,6 +189,7 @@ async def run_activation(
         tools_env.tools,
         tools_env.threads,
         models=tools_env.models,
+        http=tools_env.http,
         template_context={
             "payload": with_nested_keys(run.input),
             "input": planner.node_input(config, activation, run.input, cursor.outputs),
@@ -322,7 +323,7 @@ def _failed(
 ) -> tuple[Transition, ErrorInfo]:
     policy = planner.retry_policy(config, ran.node)
     if concurrent and retryable and policy.allows_another(ran.attempt):
-        delay = policy.delay_after(ran.attempt, _rand.random)
+        delay = policy.delay_honouring(ran.attempt, _rand.random, info.details.get("retry_after"))
         return planner.retry_beside_others(config, state, ran.activation, ran.attempt, delay, info), info
     transition = planner.on_failure(policy, state, ran.attempt, info, retryable, _rand.random)
     if transition.status is RunStatus.FAILED and transition.error is not None:

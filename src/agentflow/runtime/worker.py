@@ -101,7 +101,9 @@ class Worker:
         self._configs = ConfigCache(db.pool)
         self.threads = ToolThreads()
         self.agents: AgentEnv = build_agent_env(db, settings, self._tools, self.threads, model=model)
-        self._env = NodeEnv(self._tools, self.threads, {}, models=node_models(self.agents))
+        self._env = NodeEnv(
+            self._tools, self.threads, {}, models=node_models(self.agents), http=self.agents.http
+        )
         gate = gate or ModelGate(self.agents.model, self.agents.prices)
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
