@@ -40,6 +40,7 @@ from agentflow.core.state_definition import check_start_state
 from agentflow.core.tools import ToolRegistry
 from agentflow.eventlog import EventLog
 from agentflow.governance import Governance
+from agentflow.human_requests import HumanRequests
 from agentflow.knowledge import KnowledgeBase
 from agentflow.llm.base import ModelProvider
 from agentflow.reports import Reports
@@ -75,6 +76,7 @@ class Engine:
         self.reports = Reports(db)
         self.keys = AccessKeys(db)
         self.governance = Governance(db, self._configs)
+        self.requests = HumanRequests(db, self.governance.decide)
         self.webhooks = Webhooks(
             db, self._configs, functools.partial(sealing_key, settings, embedded is not None)
         )

@@ -458,7 +458,7 @@ class Lifecycle(RuleBasedStateMachine):
                     seconds,
                 )
                 await conn.execute(
-                    "UPDATE approvals SET expires_at = expires_at - make_interval(secs => $2),"
+                    "UPDATE requests SET expires_at = expires_at - make_interval(secs => $2),"
                     " created_at = created_at - make_interval(secs => $2) WHERE workspace_id = $1",
                     self.ws,
                     seconds,
@@ -573,14 +573,14 @@ SELECT
      AS started_runs_missing,
   (SELECT count(*) FROM (SELECT 1 FROM dispatch_decisions WHERE workspace_id = $1 AND decision = 'started'
      GROUP BY run_id HAVING count(*) > 1) x) AS runs_started_twice,
-  (SELECT count(*) FROM (SELECT 1 FROM approvals WHERE workspace_id = $1
+  (SELECT count(*) FROM (SELECT 1 FROM requests WHERE workspace_id = $1
      GROUP BY run_id, step_seq, arguments_hash HAVING count(*) > 1) a) AS approvals_requested_twice,
   (SELECT coalesce(jsonb_agg(jsonb_build_array(id, run_id, status_from, status_to, reason) ORDER BY id), '[]')
      FROM {lifecycle_audit.TABLE} WHERE workspace_id = $1 AND id > $2) AS changes,
   (SELECT coalesce(jsonb_agg(jsonb_build_array(id, fencing_token, status, active) ORDER BY created_at, id), '[]')
      FROM runs WHERE workspace_id = $1) AS runs,
   (SELECT coalesce(jsonb_agg(jsonb_build_array(id, status) ORDER BY created_at, id), '[]')
-     FROM approvals WHERE workspace_id = $1) AS approvals
+     FROM requests WHERE workspace_id = $1) AS approvals
 """
 
 

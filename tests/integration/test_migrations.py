@@ -59,9 +59,10 @@ DECLARED_COLUMNS = {
         "due_at", "lease_owner", "verdict", "created_at", "decided_at",
     },
     "accounts": {"workspace_id", "id", "name", "owner", "attributes", "created_at", "updated_at"},
-    "approvals": {
+    "requests": {
         "workspace_id", "id", "run_id", "step_seq", "tool", "arguments", "arguments_hash", "status", "reason",
-        "decided_by", "created_at", "expires_at", "decided_at",
+        "decided_by", "created_at", "expires_at", "decided_at", "kind", "node_id", "message", "spec",
+        "assignees", "channels", "timeout_action", "response", "responded_via",
     },
     "workspace_budgets": {"workspace_id", "daily_usd", "daily_tokens", "updated_at"},
     "workspace_usage": {
@@ -82,6 +83,7 @@ DECLARED_INDEXES = {
     "runs_one_per_start_key": "WHERE (start_key IS NOT NULL)",
     "events_pkey": "(workspace_id, topic, message_id)",
     "events_by_position": "(xid, seq)",
+    "requests_due": "WHERE ((status = 'pending'::text) AND (node_id IS NOT NULL))",
 }
 
 

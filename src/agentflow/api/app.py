@@ -20,6 +20,7 @@ from agentflow.api import (
     node_kinds,
     openapi,
     reports,
+    requests,
     run_search,
     runs,
     tasks,
@@ -91,6 +92,7 @@ def create_app(
         knowledge,
         reports,
         governance,
+        requests,
         metrics,
     )
     for module in routers:

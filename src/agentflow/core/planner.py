@@ -44,6 +44,10 @@ class NodeResult:
         loop_items: a ``for_each``'s items, each to run as a child run.
         child_state: the node runs as one child run that starts with this state (an
             ``agent`` node); its end moves the node on.
+        request: a request to a person that the step's checkpoint writes (``user_input``).
+        park_secs: the node waits for its answer: it runs again when something arrives in
+            the inbox, or after this many seconds at most.
+        consumed: the inbox rows the step used (None: all it saw, unless ``passes_inbox``).
     """
 
     output: Any = None
@@ -55,6 +59,9 @@ class NodeResult:
     port: str = "result"
     loop_items: list[Any] | None = None
     child_state: dict[str, Any] | None = None
+    request: dict[str, Any] | None = None
+    park_secs: float | None = None
+    consumed: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -356,6 +363,15 @@ def on_failure(
         error.solution or "Fix the cause, then retry the run from the failed step.",
     )
     return Transition(RunStatus.FAILED, state, "failed", reason=reason, error=final)
+
+
+def park_for_answer(
+    config: StructuredConfig, state: dict[str, Any], done: Activation, asked: int, secs: float, output: Any
+) -> Transition:
+    """After ``done`` asked a person in step ``asked`` (or looked and found no answer yet):
+    it waits for its inbox (see ``frontier.park``) while the rest of the run goes on."""
+    after = frontier.park(frontier.load(state, config.graph), done, asked, secs)
+    return moved(config, state, after, "completed", output)
 
 
 def retry_beside_others(

@@ -10,6 +10,7 @@ import httpx
 
 from agentflow.core.chat import Spend
 from agentflow.core.errors import StepFailure
+from agentflow.core.inbox import EMPTY, Inbox
 from agentflow.core.node_specs import NodeSpec
 from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
@@ -31,6 +32,8 @@ class NodeEnv:
         models: the worker's models and prices (None: this worker runs no model nodes).
         http: the worker's guarded HTTP client (None: this worker sends no HTTP requests).
         spent: what the step spent on models so far (recorded even when the step fails).
+        inbox: the run's unconsumed deliveries as the step sees them.
+        asked: the step that asked a person, when a ``user_input`` node runs again for the answer.
     """
 
     tools: ToolRegistry
@@ -39,6 +42,8 @@ class NodeEnv:
     models: ModelAccess | None = None
     http: httpx.AsyncClient | None = None
     spent: list[Spend] = field(default_factory=list)
+    inbox: Inbox = EMPTY
+    asked: int | None = None
 
     async def render(self, value: Any, node: str, field: str) -> Any:
         """``value`` with its templates rendered in the template context, off the event loop

@@ -17,6 +17,7 @@ from agentflow.nodes.llm import LlmRunner
 from agentflow.nodes.looping import ForEachRunner
 from agentflow.nodes.merge import MergeRunner
 from agentflow.nodes.tool import ToolRunner
+from agentflow.nodes.user_input import UserInputRunner
 from agentflow.nodes.wait import WaitRunner
 
 RUNNERS: dict[str, NodeRunner] = {
@@ -35,6 +36,7 @@ RUNNERS: dict[str, NodeRunner] = {
         LlmRunner(),
         AgentNodeRunner(),
         HttpRequestRunner(),
+        UserInputRunner(),
     )
 }
 

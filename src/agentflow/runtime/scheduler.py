@@ -20,7 +20,7 @@ from agentflow.runtime import metrics
 from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.debouncer import close_windows
 from agentflow.runtime.reminders import ReminderScanner
-from agentflow.store import debounce, dispatch, events, schedules
+from agentflow.store import debounce, dispatch, events, requests, schedules
 from agentflow.store.database import UNAVAILABLE_ERRORS, Database, unavailable
 
 logger = logging.getLogger(__name__)
@@ -90,6 +90,9 @@ class Scheduler:
                 await schedules.advance(conn, row.workspace_id, row.workflow_id, plan.cursor, following)
         async with self.db.pool.acquire() as conn, conn.transaction():
             await close_windows(conn, self._configs, self.batch_size)
+        async with self.db.pool.acquire() as conn:
+            # Requests to people past their time: expired, and their runs told (one statement).
+            await requests.expire_due(conn, self.batch_size)
         await self.reminders.tick()  # task reminders, at most once per poll interval
         return started
 

@@ -190,6 +190,8 @@ async def run_activation(
         tools_env.threads,
         models=tools_env.models,
         http=tools_env.http,
+        inbox=cursor.inbox,
+        asked=activation.asked,
         template_context={
             "payload": with_nested_keys(run.input),
             "input": planner.node_input(config, activation, run.input, cursor.outputs),
@@ -274,6 +276,11 @@ async def decide(
     if failure is None:
         if result.loop_items is not None and isinstance(node, ForEachNode):
             transition = loops.on_loop_start(config, state, node, result.loop_items, ran.seq, ran.activation)
+        elif result.park_secs is not None:
+            asked = ran.seq if ran.activation.asked is None else ran.activation.asked
+            transition = planner.park_for_answer(
+                config, state, ran.activation, asked, result.park_secs, result.output
+            )
         elif result.child_state is not None:
             transition = loops.on_child_start(
                 config, state, result.child_state, ran.seq, ran.activation, result.output
@@ -300,16 +307,16 @@ async def decide(
         seq=ran.seq,
         next_counter=counter,
         usage=_usage(ran.env),
+        request=result.request if failure is None else None,
     )
-    return _with_inbox(
-        outcome, ran.inbox, consumes=transition.step_status == "completed" and not result.passes_inbox
-    )
+    completed = transition.step_status == "completed"
+    used = result.consumed if result.consumed is not None else () if result.passes_inbox else ran.inbox.ids
+    return _with_inbox(outcome, ran.inbox, used if completed else ())
 
 
-def _with_inbox(outcome: StepOutcome, inbox: Inbox, *, consumes: bool) -> StepOutcome:
-    """Tell the checkpoint what the step saw of the inbox: it consumes the rows (exactly once,
-    fenced) when the step completed and used them, and compares the delivery count it saw."""
-    consumed = inbox.ids if consumes else ()
+def _with_inbox(outcome: StepOutcome, inbox: Inbox, consumed: tuple[int, ...]) -> StepOutcome:
+    """Tell the checkpoint what the step saw of the inbox: it consumes the rows the step
+    used (exactly once, fenced), and compares the delivery count it saw."""
     return replace(outcome, run=replace(outcome.run, inbox_seen=inbox.seen, consumed=consumed))
 
 
@@ -351,6 +358,7 @@ def _outcome(
     seq: int | None = None,
     next_counter: int | None = None,
     usage: ModelUsage | None = None,
+    request: dict[str, Any] | None = None,
 ) -> StepOutcome:
     run_error = transition.error.to_json() if transition.error else None
     run = RunWrite(
@@ -383,6 +391,7 @@ def _outcome(
         release=list(transition.release),
         cancel_loops=list(transition.cancel_loops),
         usage=usage,
+        approval=request,
     )
     return StepOutcome(transition, run, step, effects)
 

@@ -74,7 +74,7 @@ async def approval(pool: asyncpg.Pool, workspace_id: UUID, approval_id: UUID) ->
         "SELECT id, tool, arguments_hash, status, reason, decided_by,"
         " (status = 'pending' AND expires_at IS NOT NULL AND expires_at <= now()) AS expired,"
         " extract(epoch FROM expires_at - now())::float8 AS expires_in"
-        " FROM approvals WHERE workspace_id = $1 AND id = $2",
+        " FROM requests WHERE workspace_id = $1 AND id = $2",
         workspace_id, approval_id,
     )  # fmt: skip
     return dict(row) if row else None

@@ -29,9 +29,9 @@ async def list_approvals(
 ) -> list[dict[str, Any]]:
     """Approvals, newest first, optionally only one status or one run."""
     rows = await pool.fetch(
-        f"SELECT {_COLUMNS} FROM approvals a"
+        f"SELECT {_COLUMNS} FROM requests a"
         " JOIN runs r ON r.workspace_id = a.workspace_id AND r.id = a.run_id"
-        " WHERE a.workspace_id = $1 AND ($2::text IS NULL OR a.status = $2)"
+        " WHERE a.workspace_id = $1 AND a.node_id IS NULL AND ($2::text IS NULL OR a.status = $2)"
         " AND ($3::uuid IS NULL OR a.run_id = $3) ORDER BY a.created_at DESC, a.id LIMIT $4",
         workspace_id, status, run_id, limit,
     )  # fmt: skip
@@ -43,9 +43,9 @@ async def get_approval(
 ) -> dict[str, Any] | None:
     """One approval, or None."""
     row = await pool.fetchrow(
-        f"SELECT {_COLUMNS} FROM approvals a"
+        f"SELECT {_COLUMNS} FROM requests a"
         " JOIN runs r ON r.workspace_id = a.workspace_id AND r.id = a.run_id"
-        " WHERE a.workspace_id = $1 AND a.id = $2",
+        " WHERE a.workspace_id = $1 AND a.id = $2 AND a.node_id IS NULL",
         workspace_id, approval_id,
     )  # fmt: skip
     return dict(row) if row else None
@@ -53,8 +53,8 @@ async def get_approval(
 
 _DECIDE = f"""
 WITH d AS (
-    UPDATE approvals SET status = $3, reason = $4, decided_by = $5, decided_at = now()
-    WHERE workspace_id = $1 AND id = $2 AND status = 'pending'
+    UPDATE requests SET status = $3, reason = $4, decided_by = $5, decided_at = now()
+    WHERE workspace_id = $1 AND id = $2 AND status = 'pending' AND node_id IS NULL
       AND (expires_at IS NULL OR expires_at > now())
       AND ($6::text IS NULL OR arguments_hash = $6)
     RETURNING workspace_id, run_id

@@ -107,12 +107,17 @@ _NOTIFICATIONS = """, n AS (
 )"""
 # A side-effecting call waiting for a person ($APPROVAL), bound to the hash of its arguments.
 _APPROVAL = """, a AS (
-    INSERT INTO approvals (workspace_id, id, run_id, step_seq, tool, arguments, arguments_hash,
-                           expires_at)
-    SELECT r.workspace_id, ($APPROVAL::jsonb->>'id')::uuid, r.id, $13::int, $APPROVAL::jsonb->>'tool',
-           $APPROVAL::jsonb->'arguments', $APPROVAL::jsonb->>'arguments_hash',
-           now() + make_interval(secs => ($APPROVAL::jsonb->>'expires_in')::float8)
-    FROM r
+    INSERT INTO requests (workspace_id, id, run_id, step_seq, tool, arguments, arguments_hash,
+                          expires_at, kind, node_id, message, spec, assignees, channels,
+                          timeout_action)
+    SELECT r.workspace_id, (q.d->>'id')::uuid, r.id, $13::int, q.d->>'tool',
+           coalesce(q.d->'arguments', '{}'), q.d->>'arguments_hash',
+           now() + make_interval(secs => (q.d->>'expires_in')::float8),
+           coalesce(q.d->>'kind', 'approval'), q.d->>'node_id', q.d->>'message', q.d->'spec',
+           ARRAY(SELECT jsonb_array_elements_text(coalesce(q.d->'assignees', '[]'))),
+           ARRAY(SELECT jsonb_array_elements_text(coalesce(q.d->'channels', '["in_app"]'))),
+           q.d->>'timeout_action'
+    FROM r, (SELECT $APPROVAL::jsonb AS d) AS q
     ON CONFLICT (workspace_id, run_id, step_seq, arguments_hash) DO NOTHING
 )"""
 # A loop's items as child runs ($CHILDREN), exactly once (one per item of the loop's step):
@@ -264,8 +269,9 @@ class Effects:
             ``account_id``, ``metadata``, ``expires_at`` or ``expires_in`` seconds, optional ``id``).
         notifications: notification documents (``id``, ``channel``, ``recipient``,
             ``subject``, ``body``, ``kind``, ``account_id``, ``metadata``).
-        approval: an approval request (``id``, ``tool``, ``arguments``, ``arguments_hash``,
-            ``expires_in`` seconds).
+        approval: a request to a person (``id``, ``arguments_hash``, ``expires_in`` seconds;
+            an agent's approval: ``tool``, ``arguments``; a user_input node's: ``kind``,
+            ``node_id``, ``message``, ``spec``, ``assignees``, ``channels``, ``timeout_action``).
         usage: a model call's tokens and cost.
         children: a loop's items to insert as child runs (``item_index``, ``state``, ``released``).
         release: ``(loop step, index)``: let that loop's items below the index run.

@@ -40,6 +40,8 @@ class Activation:
         seq: its step number, once a worker started it beside others (see ``number``);
             None: it takes the next free number when it starts.
         failures: its failed attempts so far, when it retries on its own (beside others).
+        asked: the step that asked a person, when it runs again to read the answer (a
+            ``user_input`` node; see ``park``).
     """
 
     node: str
@@ -48,6 +50,7 @@ class Activation:
     input: Any = None
     seq: int | None = None
     failures: int = 0
+    asked: int | None = None
 
 
 @dataclass(frozen=True)
@@ -178,6 +181,7 @@ def dump(frontier: Frontier, state: dict[str, Any], graph: Graph) -> dict[str, A
             not only.supplied
             and only.seq is None
             and not only.failures
+            and only.asked is None
             and len(incoming) <= 1
             and only.via == tuple(link.source for link in incoming)
         )
@@ -208,6 +212,7 @@ def _activation(doc: dict[str, Any]) -> Activation:
         doc.get("input"),
         doc.get("seq"),
         doc.get("failures", 0),
+        doc.get("asked"),
     )
 
 
@@ -219,6 +224,8 @@ def _activation_json(activation: Activation) -> dict[str, Any]:
         doc["seq"] = activation.seq
     if activation.failures:
         doc["failures"] = activation.failures
+    if activation.asked is not None:
+        doc["asked"] = activation.asked
     return doc
 
 
@@ -312,6 +319,17 @@ def retry_later(frontier: Frontier, failed: Activation, failures: int, secs: flo
     ready.remove(failed)
     again = replace(failed, failures=failures)
     timer = Timer(failed.node, "", secs=secs, retry=again)
+    return replace(frontier, ready=tuple(ready), timers=(*frontier.timers, timer))
+
+
+def park(frontier: Frontier, waiting: Activation, asked: int, secs: float) -> Frontier:
+    """The frontier after ``waiting`` asked a person in step ``asked``: it leaves the ready
+    list and runs again (under a new step number, knowing ``asked``) when something arrives
+    in the run's inbox (the answer, or the request's timeout), or after ``secs`` at most."""
+    ready = list(frontier.ready)
+    ready.remove(waiting)
+    again = replace(waiting, seq=None, failures=0, asked=asked)
+    timer = Timer(waiting.node, "", secs=secs, on_event=True, retry=again)
     return replace(frontier, ready=tuple(ready), timers=(*frontier.timers, timer))
 
 

@@ -1,0 +1,118 @@
+"""Requests to people (issue 14): ``/api/requests`` lists what waits for a person (a graph's
+``user_input`` nodes and agents' tool approvals), shows one, and takes an answer. The first
+valid answer resumes the run; a later one is 409 ``request_already_answered`` naming who
+answered first; an answer that does not fit what was asked is 422 ``response_invalid``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentflow.api.deps import EngineDep, WorkspaceDep
+from agentflow.api.schemas import ERROR_RESPONSES, conflict
+from agentflow.core.errors import NotFoundError
+
+router = APIRouter(tags=["requests"], responses={**ERROR_RESPONSES})
+
+
+class HumanRequest(BaseModel):
+    """What a run waits for a person to answer."""
+
+    id: UUID
+    run_id: UUID
+    workflow_id: UUID
+    step_seq: int = Field(description="The step that asked.")
+    kind: str = Field(examples=["approval"], description="approval, input, selection or review.")
+    node_id: str | None = Field(description="The user_input node; null for an agent's tool approval.")
+    tool: str | None = Field(description="The tool an agent wants to call (approvals of agents).")
+    message: str | None
+    spec: dict[str, Any] | None = Field(
+        description="The form (JSON Schema), the options, or the proposed value."
+    )
+    arguments: dict[str, Any]
+    arguments_hash: str
+    assignees: list[str] = Field(description="Who may answer; empty: anyone.")
+    channels: list[str]
+    timeout_action: str | None
+    status: str = Field(examples=["pending"], description="pending, approved, rejected, answered, expired.")
+    response: Any
+    reason: str | None
+    responded_by: str | None
+    responded_via: str | None
+    created_at: datetime
+    expires_at: datetime | None
+    responded_at: datetime | None
+    expired: bool
+
+
+class Answer(BaseModel):
+    """A person's answer."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    approved: bool | None = Field(default=None, description="Approvals and reviews: yes or no.")
+    response: Any = Field(
+        default=None, description="An input's form, a selection's value, or a review's edited value."
+    )
+    reason: str | None = Field(default=None, max_length=2000)
+    responded_by: str | None = Field(default=None, max_length=200)
+
+
+def _request_id(value: str) -> UUID:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise NotFoundError("request_not_found", f"no request {value[:80]!r} in this workspace") from None
+
+
+@router.get("/api/requests", response_model=list[HumanRequest], summary="List requests to people")
+async def list_requests(
+    engine: EngineDep,
+    workspace: WorkspaceDep,
+    status: Annotated[
+        Literal["pending", "approved", "rejected", "answered", "expired", "all"],
+        Query(description="pending (default), approved, rejected, answered, expired, all"),
+    ] = "pending",
+    assignee: Annotated[
+        str | None, Query(max_length=200, description="Those this person may answer.")
+    ] = None,
+    workflow_id: UUID | None = None,
+    run_id: UUID | None = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+) -> list[HumanRequest]:
+    """Requests, newest first."""
+    found = await engine.requests.list(
+        status=None if status == "all" else status, assignee=assignee, workflow_id=workflow_id,
+        run_id=run_id, limit=limit, workspace_id=workspace,
+    )  # fmt: skip
+    return [HumanRequest.model_validate(r) for r in found]
+
+
+@router.get("/api/requests/{request_id}", response_model=HumanRequest, summary="Get a request")
+async def get_request(request_id: str, engine: EngineDep, workspace: WorkspaceDep) -> HumanRequest:
+    """One request; 404 ``request_not_found`` for an unknown, malformed or foreign id."""
+    return HumanRequest.model_validate(
+        await engine.requests.get(_request_id(request_id), workspace_id=workspace)
+    )
+
+
+@router.post(
+    "/api/requests/{request_id}/respond",
+    response_model=HumanRequest,
+    summary="Answer a request",
+    responses=conflict("`request_already_answered`, `request_expired`"),
+)
+async def respond(request_id: str, body: Answer, engine: EngineDep, workspace: WorkspaceDep) -> HumanRequest:
+    """Answer; the run goes on with it. 409 when already answered or timed out; 422
+    ``response_invalid`` when the answer does not fit the request."""
+    answered = await engine.requests.respond(
+        _request_id(request_id), approved=body.approved, response=body.response, reason=body.reason,
+        responded_by=body.responded_by, via="in_app", workspace_id=workspace,
+    )  # fmt: skip
+    return HumanRequest.model_validate(answered)

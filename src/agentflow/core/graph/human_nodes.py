@@ -1,0 +1,149 @@
+"""The ``user_input`` node: a person in the loop (seed 001 HUMAN_IN_THE_LOOP, seed 002
+``user_input``).
+
+The node asks once: its step writes a request (a row bound to the run and the step) and the
+run waits durably, holding no worker. The first valid answer, or the request's timeout,
+reaches the run through its inbox; the node runs again, reads it, and fires the port of the
+outcome: ``approved`` / ``rejected`` (approval, review), ``result`` (input, selection) or
+``timeout`` (``timeout_action: continue``).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, ClassVar, Literal
+
+import jsonschema
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from agentflow.core.durations import parse_duration
+from agentflow.core.node_specs import ANY, ERROR_PORT, Duration, NodeSpec, register_node_spec
+
+APPROVED, REJECTED, TIMEOUT = "approved", "rejected", "timeout"
+DEFAULT_TIMEOUT = timedelta(days=7)
+MAX_TIMEOUT = timedelta(days=365)
+CHANNELS: tuple[Literal["in_app"], ...] = ("in_app",)
+"""Channels that deliver requests today (email, Slack and webhooks come next)."""
+
+_DECISION_KINDS = ("approval", "review")
+
+
+class Option(BaseModel):
+    """One choice of a ``selection``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    value: str | int | float | bool = Field(description="What the node sends when it is chosen.")
+    label: str | None = Field(default=None, max_length=500, description="What the person sees.")
+
+
+class UserInputNode(NodeSpec):
+    """Ask a person: approve, fill in a form, pick an option, or review a proposed value; the
+    run waits durably for the first answer or the timeout."""
+
+    title: ClassVar[str] = "Ask a person"
+    literal_fields: ClassVar[frozenset[str]] = frozenset({"form", "options", "channels", "timeout_action"})
+    type: Literal["user_input"] = "user_input"
+    interaction: Literal["approval", "input", "selection", "review"] = Field(
+        default="approval", description="What the person does."
+    )
+    message: str = Field(
+        min_length=1, max_length=20_000, description="What the person is shown (a template)."
+    )
+    form: dict[str, Any] | None = Field(
+        default=None, description="input: JSON Schema (type object) of the answer."
+    )
+    options: list[Option] | None = Field(
+        default=None, min_length=1, max_length=100, description="selection: the choices."
+    )
+    proposed: Any = Field(
+        default=None, description="review: the value to approve, edit or reject (templated)."
+    )
+    assignees: list[str] = Field(
+        default_factory=list, max_length=50, description="Who may answer (templates); empty: anyone."
+    )
+    channels: list[Literal["in_app"]] = Field(
+        default_factory=lambda: list(CHANNELS), min_length=1, description="Where the request is delivered."
+    )
+    wait: Duration = Field(default=DEFAULT_TIMEOUT, description="How long to wait for an answer.")
+    timeout_action: Literal["fail", "continue", "default_response"] = Field(
+        default="fail", description="fail the node, go on down 'timeout', or answer with default_response."
+    )
+    default_response: Any = Field(default=None, description="The answer taken at the timeout.")
+
+    @field_validator("wait", mode="before")
+    @classmethod
+    def _wait(cls, value: Any) -> timedelta:
+        found = parse_duration(value)
+        if not timedelta(seconds=1) <= found <= MAX_TIMEOUT:
+            raise ValueError("wait must be between 1s and 365d")
+        return found
+
+    @field_validator("form")
+    @classmethod
+    def _form(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is None:
+            return None
+        try:
+            jsonschema.Draft202012Validator.check_schema(value)
+        except jsonschema.SchemaError as exc:
+            raise ValueError(f"form is not a valid JSON Schema: {exc.message}") from None
+        if value.get("type") != "object":
+            raise ValueError("form must have type 'object' at the top")
+        return value
+
+    @model_validator(mode="after")
+    def _fits_interaction(self) -> UserInputNode:
+        kind = self.interaction
+        if (kind == "input") != (self.form is not None):
+            raise ValueError("'form' goes with interaction 'input', which needs it")
+        if (kind == "selection") != (self.options is not None):
+            raise ValueError("'options' goes with interaction 'selection', which needs it")
+        if kind != "review" and self.proposed is not None:
+            raise ValueError("'proposed' goes with interaction 'review'")
+        if (self.timeout_action == "default_response") != (self.default_response is not None):
+            raise ValueError("'default_response' goes with timeout_action 'default_response', which needs it")
+        return self
+
+    def output_ports(self) -> tuple[str, ...]:
+        """Approvals and reviews: ``approved``/``rejected``; the others ``result``; ``timeout``
+        when the timeout continues; ``error``."""
+        ports = (APPROVED, REJECTED) if self.interaction in _DECISION_KINDS else ("result",)
+        if self.timeout_action == "continue":
+            ports = (*ports, TIMEOUT)
+        return (*ports, ERROR_PORT)
+
+    def declared_schema(self, port: str) -> dict[str, Any]:
+        """What every outcome sends: who answered, when, how, and the answer."""
+        response: dict[str, Any] = ANY
+        if port == "result" and self.form is not None:
+            response = self.form
+        return {
+            "type": "object",
+            "properties": {
+                "request_id": {"type": "string"},
+                "outcome": {"type": "string"},
+                "response": response,
+                "reason": {"type": ["string", "null"]},
+                "responded_by": {"type": ["string", "null"]},
+                "responded_via": {"type": ["string", "null"]},
+                "responded_at": {"type": ["string", "null"]},
+            },
+            "additionalProperties": False,
+        }
+
+    def request_spec(self) -> dict[str, Any] | None:
+        """What the answer is checked against: the form or the options."""
+        if self.form is not None:
+            return {"form": self.form}
+        if self.options is not None:
+            return {"options": [o.model_dump(exclude_none=True) for o in self.options]}
+        return None
+
+    def port_of(self, outcome: str) -> str:
+        """The port an outcome (``approved``, ``rejected``, ``answered``, ``timeout``) fires."""
+        if outcome in (APPROVED, REJECTED, TIMEOUT):
+            return outcome
+        return APPROVED if self.interaction in _DECISION_KINDS else "result"
+
+
+register_node_spec(UserInputNode)

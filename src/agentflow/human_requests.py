@@ -1,0 +1,162 @@
+"""Requests to people: list them, read one, answer it (issue 14).
+
+A graph's ``user_input`` node and an agent's tool approval both wait on a request row. An
+answer is checked against what was asked (a form's JSON Schema, the options of a selection,
+a yes or no for approvals and reviews) before it is recorded; the first valid answer wins and
+resumes the run exactly once; a later one gets 409 naming who answered first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+from uuid import UUID
+
+import jsonschema
+
+from agentflow.core.errors import ConfigError, ConflictError, NotFoundError
+from agentflow.core.ids import DEFAULT_WORKSPACE
+from agentflow.store import requests
+from agentflow.store.database import Database
+
+STATUSES = ("pending", "approved", "rejected", "answered", "expired")
+VIA = ("in_app", "email", "slack", "webhook", "api")
+
+
+class HumanRequests:
+    """The requests of the engine's database."""
+
+    def __init__(self, db: Database, decide_approval: Callable[..., Awaitable[Any]]) -> None:
+        """``decide_approval``: how an agent's tool approval is decided (``Governance.decide``)."""
+        self._db = db
+        self._decide_approval = decide_approval
+
+    async def list(
+        self,
+        *,
+        status: str | None = None,
+        assignee: str | None = None,
+        workflow_id: UUID | None = None,
+        run_id: UUID | None = None,
+        limit: int = 100,
+        workspace_id: UUID = DEFAULT_WORKSPACE,
+    ) -> list[dict[str, Any]]:
+        """Requests, newest first (``assignee``: those this person may answer)."""
+        return await requests.list_requests(
+            self._db.pool, workspace_id, status=status, assignee=assignee, workflow_id=workflow_id,
+            run_id=run_id, limit=limit,
+        )  # fmt: skip
+
+    async def get(self, request_id: UUID, *, workspace_id: UUID = DEFAULT_WORKSPACE) -> dict[str, Any]:
+        """One request.
+
+        Raises:
+            NotFoundError: ``request_not_found``.
+        """
+        found = await requests.get_request(self._db.pool, workspace_id, request_id)
+        if found is None:
+            raise NotFoundError("request_not_found", f"no request {request_id} in this workspace")
+        return found
+
+    async def respond(
+        self,
+        request_id: UUID,
+        *,
+        approved: bool | None = None,
+        response: Any = None,
+        reason: str | None = None,
+        responded_by: str | None = None,
+        via: str = "in_app",
+        workspace_id: UUID = DEFAULT_WORKSPACE,
+    ) -> dict[str, Any]:
+        """Answer a pending request; its run goes on with the answer.
+
+        Args:
+            approved: for approvals and reviews: yes or no.
+            response: an input's form, a selection's value, or a review's edited value.
+            reason: why (a rejection's reason reaches the model of an agent).
+            responded_by: who answers; must be an assignee when the request names any.
+            via: the channel the answer came through.
+
+        Raises:
+            NotFoundError: ``request_not_found``.
+            ConflictError: ``request_already_answered`` (with who answered first),
+                ``request_expired``.
+            ConfigError: ``response_invalid``, ``responder_not_assigned``.
+        """
+        request = await self.get(request_id, workspace_id=workspace_id)
+        self._check_open(request)
+        if request["assignees"] and responded_by not in request["assignees"]:
+            raise ConfigError(
+                "responder_not_assigned",
+                f"this request is for {', '.join(request['assignees'])}, not {responded_by or 'anonymous'}",
+                solution="Answer as one of the assignees (responded_by).",
+            )
+        if request["node_id"] is None:  # an agent's tool approval: the same decision as ever
+            if approved is None:
+                raise _invalid("an approval needs 'approved': true or false")
+            await self._decide_approval(
+                request_id,
+                approve=approved,
+                reason=reason,
+                decided_by=responded_by,
+                workspace_id=workspace_id,
+            )
+            return await self.get(request_id, workspace_id=workspace_id)
+        status, outcome, value = _checked(request, approved, response)
+        recorded = await requests.answer(
+            self._db.pool, workspace_id, request_id, status=status, outcome=outcome, response=value,
+            reason=reason, responded_by=responded_by, via=via if via in VIA else "api",
+        )  # fmt: skip
+        if not recorded:  # answered or expired meanwhile
+            self._check_open(await self.get(request_id, workspace_id=workspace_id))
+            raise ConflictError("request_changed", "the request changed meanwhile; look at it again")
+        return await self.get(request_id, workspace_id=workspace_id)
+
+    @staticmethod
+    def _check_open(request: dict[str, Any]) -> None:
+        if request["status"] != "pending":
+            by = request["responded_by"] or "someone"
+            raise ConflictError(
+                "request_already_answered",
+                f"this request was already {request['status']} by {by}",
+                details={"status": request["status"], "responded_by": request["responded_by"],
+                         "responded_at": str(request["responded_at"])},
+            )  # fmt: skip
+        if request["expired"]:
+            raise ConflictError("request_expired", "this request timed out before it was answered")
+
+
+def _checked(request: dict[str, Any], approved: bool | None, response: Any) -> tuple[str, str, Any]:
+    """(status, outcome, response) of a valid answer to a node's request."""
+    kind, spec = request["kind"], request["spec"] or {}
+    if kind in ("approval", "review"):
+        if approved is None:
+            raise _invalid(f"a {kind} needs 'approved': true or false")
+        if not approved:
+            return "rejected", "rejected", None
+        if kind == "review":
+            edited = response is not None
+            return "approved", "approved", response if edited else spec.get("proposed")
+        return "approved", "approved", None
+    if kind == "input":
+        problems = [
+            f"{'.'.join(str(p) for p in e.absolute_path) or '(response)'}: {e.message[:200]}"
+            for e in jsonschema.Draft202012Validator(spec.get("form", {})).iter_errors(response)
+        ]
+        if problems:
+            raise _invalid("the response does not match the form: " + "; ".join(problems[:5]), problems)
+        return "answered", "answered", response
+    values = [o["value"] for o in spec.get("options", [])]
+    if not any(response == v and type(response) is type(v) for v in values):
+        raise _invalid(f"the response must be one of {values}")
+    return "answered", "answered", response
+
+
+def _invalid(message: str, problems: list[str] | None = None) -> ConfigError:
+    return ConfigError(
+        "response_invalid",
+        message,
+        details={"problems": problems} if problems else None,
+        solution="Answer what the request asks (GET /api/requests/{id} shows it).",
+    )

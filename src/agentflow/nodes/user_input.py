@@ -1,0 +1,126 @@
+"""The ``user_input`` node's runner: ask a person, then read the answer (spec in
+``agentflow.core.graph.human_nodes``).
+
+The first run renders the request; its checkpoint writes it and parks the node (the run
+waits with no worker). The answer, or the timeout, arrives in the run's inbox as a
+``request`` delivery; the node runs again, finds it by the request's id, consumes that one
+delivery and fires the outcome's port. Any other delivery wakes it to no effect: it parks
+again, leaving the inbox to the nodes that wait for it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from typing import Any
+
+import orjson
+
+from agentflow.core.errors import StepFailure
+from agentflow.core.graph.human_nodes import TIMEOUT, UserInputNode
+from agentflow.core.inbox import InboxItem
+from agentflow.core.node_specs import NodeSpec
+from agentflow.core.planner import NodeResult
+from agentflow.core.step_context import StepContext
+from agentflow.nodes.base import BaseRunner, NodeEnv
+
+REQUEST_KIND = "request"
+"""The kind of the inbox delivery that carries an answer or a timeout."""
+GRACE_SECONDS = 300.0
+"""How long past its timeout a parked node looks again on its own (the scheduler's sweep
+normally delivers the timeout first)."""
+
+
+def request_id_for(run_id: uuid.UUID, asked: int) -> uuid.UUID:
+    """The id of the request step ``asked`` of a run makes: the same on every attempt."""
+    return uuid.uuid5(run_id, f"request:{asked}")
+
+
+class UserInputRunner(BaseRunner):
+    """Ask, wait, and turn the answer into the node's output and port."""
+
+    kind = "user_input"
+
+    def describe(self, node: NodeSpec) -> str | None:
+        """The interaction (``approval``, ``input``, ``selection``, ``review``)."""
+        assert isinstance(node, UserInputNode)
+        return node.interaction
+
+    async def run(self, node: NodeSpec, ctx: StepContext, env: NodeEnv) -> tuple[Any, NodeResult]:
+        """Ask (first run), wait again (no answer yet), or fire the outcome's port."""
+        assert isinstance(node, UserInputNode)
+        asked = ctx.step_seq if env.asked is None else env.asked
+        request_id = request_id_for(ctx.run_id, asked)
+        park = node.wait.total_seconds() + GRACE_SECONDS
+        found = _answer(env, str(request_id))
+        if found is None:
+            pending = {"request_id": str(request_id), "status": "pending"}
+            if env.asked is not None:  # woken by something else: wait on
+                return pending, NodeResult(output=pending, park_secs=park, passes_inbox=True)
+            request = await _request(node, env, request_id)
+            shown = {**pending, "message": request["message"], "assignees": request["assignees"]}
+            return shown, NodeResult(output=pending, request=request, park_secs=park, passes_inbox=True)
+        answer = found.payload
+        outcome = str(answer.get("outcome"))
+        response = answer.get("response")
+        if outcome == TIMEOUT:
+            if node.timeout_action == "fail":
+                raise StepFailure(
+                    "request_timed_out",
+                    f"nobody answered user_input {node.id!r} within {node.wait}",
+                    retryable=False,
+                    details={"node": node.id, "request_id": str(request_id)},
+                    solution="Answer sooner, give the node a longer 'wait', or set timeout_action "
+                    "to continue or default_response.",
+                )
+            if node.timeout_action == "default_response":
+                outcome, response = _default_outcome(node), node.default_response
+        output = {
+            "request_id": str(request_id),
+            "outcome": outcome,
+            "response": response,
+            "reason": answer.get("reason"),
+            "responded_by": answer.get("responded_by"),
+            "responded_via": answer.get("responded_via"),
+            "responded_at": answer.get("responded_at"),
+        }
+        return {"request_id": str(request_id)}, NodeResult(
+            output=output, port=node.port_of(outcome), consumed=(found.id,)
+        )
+
+
+def _answer(env: NodeEnv, request_id: str) -> InboxItem | None:
+    for item in env.inbox.items:
+        payload = item.payload if isinstance(item.payload, dict) else {}
+        if item.kind == REQUEST_KIND and payload.get("request_id") == request_id:
+            return item
+    return None
+
+
+def _default_outcome(node: UserInputNode) -> str:
+    """What a default response counts as: approved for decisions, answered otherwise."""
+    return "approved" if node.interaction in ("approval", "review") else "answered"
+
+
+async def _request(node: UserInputNode, env: NodeEnv, request_id: uuid.UUID) -> dict[str, Any]:
+    """The request row's document (see ``agentflow.store.checkpoints.Effects.approval``)."""
+    message = await env.render(node.message, node.id, "message")
+    assignees = await env.render(node.assignees, node.id, "assignees")
+    spec = node.request_spec() or {}
+    if node.interaction == "review":
+        spec = {**spec, "proposed": await env.render(node.proposed, node.id, "proposed")}
+    shown = {"message": message if isinstance(message, str) else str(message), "spec": spec}
+    digest = hashlib.sha256(orjson.dumps(shown, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    return {
+        "id": str(request_id),
+        "kind": node.interaction,
+        "node_id": node.id,
+        "message": shown["message"],
+        "spec": spec,
+        "arguments": shown,
+        "arguments_hash": digest,
+        "assignees": [str(a) for a in assignees if str(a).strip()],
+        "channels": list(node.channels),
+        "timeout_action": node.timeout_action,
+        "expires_in": node.wait.total_seconds(),
+    }
