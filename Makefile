@@ -9,7 +9,7 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 
 install: $(BIN)/python  ## install agentflow with the development tools
-	$(BIN)/pip install -e '.[dev]'
+	CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_TILE=OFF -DLLAVA_BUILD=OFF" $(BIN)/pip install -e '.[dev,local-embeddings,realmodel]'
 
 test:  ## every test: unit, integration, fault, e2e, and the code-quality checks
 	$(BIN)/pytest

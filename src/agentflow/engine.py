@@ -42,6 +42,7 @@ from agentflow.eventlog import EventLog
 from agentflow.governance import Governance
 from agentflow.human_requests import HumanRequests
 from agentflow.knowledge import KnowledgeBase
+from agentflow.knowledge.embedding import configured_embedder
 from agentflow.llm.base import ModelProvider
 from agentflow.reports import Reports
 from agentflow.runtime import metrics
@@ -97,6 +98,7 @@ class Engine:
     async def connect(cls, settings: Settings | None = None, *, migrate_schema: bool = True) -> Engine:
         """Like ``open`` without the context manager; call ``close()`` when done."""
         settings = settings or Settings()
+        configured_embedder(settings)  # AGENTFLOW_EMBEDDINGS=local without its extra fails here
         for module in settings.import_modules:
             importlib.import_module(module)
         embedded = None

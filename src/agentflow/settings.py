@@ -72,6 +72,10 @@ class Settings(BaseSettings):
         reminder_due_soon_hours / reminder_overdue_hours: when task reminders go out.
         workspace_daily_usd / workspace_daily_tokens: default model spend per workspace per
             day (UTC); agent runs past it are suspended (0: no limit).
+        embeddings: what embeds knowledge for retrieval by meaning. ``provider`` (default):
+            the workflow's model provider when it makes embeddings (OpenAI, Gemini), else
+            keyword search only. ``local``: all-MiniLM-L6-v2 on the CPU for every search
+            (needs the ``local-embeddings`` extra; start-up fails without it).
     """
 
     model_config = SettingsConfigDict(env_prefix="AGENTFLOW_", extra="ignore")
@@ -113,6 +117,7 @@ class Settings(BaseSettings):
     reminder_overdue_hours: float = Field(default=24.0, ge=0)
     workspace_daily_usd: float = Field(default=0.0, ge=0)
     workspace_daily_tokens: int = Field(default=0, ge=0)
+    embeddings: Literal["provider", "local"] = "provider"
 
     @property
     def import_modules(self) -> list[str]:

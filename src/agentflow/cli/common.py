@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from agentflow.core.errors import AgentflowError
 from agentflow.engine import Engine
@@ -119,11 +120,12 @@ def run_async(main: Callable[[], Awaitable[T]]) -> T:
 
 def fail(exc: AgentflowError) -> None:
     """Print a structured error and exit 1."""
-    err_console.print(f"[bold red]error[/] [red]{exc.code}[/]: {exc.info.message}")
+    # Messages are text, not markup: "pip install 'agentflow[extra]'" must print as written.
+    err_console.print(f"[bold red]error[/] [red]{exc.code}[/]: {escape(exc.info.message)}")
     for item in exc.info.details.get("errors", []):
-        err_console.print(f"  - {item['path'] or '(root)'}: {item['message']}")
+        err_console.print(f"  - {escape(str(item['path'] or '(root)'))}: {escape(str(item['message']))}")
     if exc.info.solution:
-        err_console.print(f"[dim]{exc.info.solution}[/]")
+        err_console.print(f"[dim]{escape(exc.info.solution)}[/]")
     raise typer.Exit(1)
 
 

@@ -13,20 +13,24 @@ Example:
 from __future__ import annotations
 
 import builtins
+import logging
 import uuid
 from collections.abc import Iterable
 from uuid import UUID
 
-from agentflow.core.errors import ConflictError, NotFoundError
+from agentflow.core.errors import ConfigError, ConflictError, NotFoundError
 from agentflow.core.ids import DEFAULT_WORKSPACE
 from agentflow.knowledge.builtin import builtin_playbooks
 from agentflow.knowledge.documents import check_scenario, prepare_document
-from agentflow.knowledge.embedding import BATCH, Embedder, check_vectors
+from agentflow.knowledge.embedding import BATCH, Embedder, check_vectors, configured_embedder
 from agentflow.knowledge.passages import Passage, rank_hits, to_passage
 from agentflow.knowledge.plans import Plan, compose_plan, empty_plan
+from agentflow.llm.base import ModelError
 from agentflow.store import knowledge, knowledge_vectors
 from agentflow.store.database import Database
 from agentflow.store.knowledge import ChunkHit, DocumentRecord
+
+logger = logging.getLogger(__name__)
 
 CANDIDATES = 20
 """How many chunks each search (full text, vector) fetches at least before they are ranked
@@ -42,10 +46,25 @@ class KnowledgeBase:
 
     The bundled playbooks are loaded into a workspace the first time this object touches it
     (``ensure_builtin``), so every workspace starts with them.
+
+    Args:
+        db: the database.
+        embedder: the knowledge base's own embedder; default: the one ``AGENTFLOW_EMBEDDINGS``
+            configures (``local``: all-MiniLM-L6-v2 on the CPU; ``provider``: none).
+
+    Attributes:
+        embedder: its own embedder, or None. When it has one, every search ranks by meaning
+            with it (whatever embedder a caller passes: one set of vectors, no re-embedding
+            back and forth), and if it fails the search falls back to keywords.
+
+    Raises:
+        ConfigError: ``local_embeddings_unavailable`` for ``AGENTFLOW_EMBEDDINGS=local``
+            without the ``local-embeddings`` extra.
     """
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, embedder: Embedder | None = None) -> None:
         self.db = db
+        self.embedder = embedder if embedder is not None else configured_embedder(db.settings)
         self._seeded: set[UUID] = set()
         self._vectors: bool | None = None
 
@@ -163,7 +182,8 @@ class KnowledgeBase:
             scenario: a few words ("expansion", "customer at risk of churn"), at most 1,000
                 characters.
             limit: at most this many passages (1 to 50).
-            embedder: optional; see ``agentflow.knowledge.Embedder``.
+            embedder: optional, used when the knowledge base has no embedder of its own; see
+                ``agentflow.knowledge.Embedder``.
 
         Raises:
             ConfigError: ``knowledge_query_invalid``; ``embedder_invalid`` for bad vectors.
@@ -196,11 +216,22 @@ class KnowledgeBase:
         await self._ensure_seeded(workspace_id)
         text_hits = await knowledge.search_text(self.db.pool, workspace_id, scenario, candidates)
         vector_hits: builtins.list[ChunkHit] = []
-        if embedder is not None and await self._vectors_available():
-            (query,) = check_vectors(await embedder.embed([scenario]), 1)
-            await self._embed_missing(embedder, workspace_id, len(query))
-            vector_hits = await knowledge_vectors.search(self.db.pool, workspace_id, query, candidates)
+        chosen = self.embedder if self.embedder is not None else embedder
+        if chosen is not None and await self._vectors_available():
+            try:
+                vector_hits = await self._search_vectors(chosen, scenario, workspace_id, candidates)
+            except (ModelError, ConfigError) as exc:
+                if chosen is not self.embedder:
+                    raise
+                logger.warning("knowledge search by meaning failed (%s); searching by keywords only", exc)
         return rank_hits(text_hits, vector_hits)
+
+    async def _search_vectors(
+        self, embedder: Embedder, scenario: str, workspace_id: UUID, candidates: int
+    ) -> builtins.list[ChunkHit]:
+        (query,) = check_vectors(await embedder.embed([scenario]), 1)
+        await self._embed_missing(embedder, workspace_id, len(query))
+        return await knowledge_vectors.search(self.db.pool, workspace_id, query, candidates)
 
     async def _embed_missing(self, embedder: Embedder, workspace_id: UUID, dimensions: int) -> None:
         pending = await knowledge_vectors.missing(

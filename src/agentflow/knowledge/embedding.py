@@ -1,8 +1,9 @@
 """Embedders: what turns text into vectors for the optional semantic search.
 
-agentflow ships no embedder (the knowledge layer calls no model); pass any object with an
-``embed`` coroutine, for example one over an OpenAI-compatible embeddings endpoint. Its
-vectors are checked before they reach the database.
+An embedder is any object with an ``embed`` coroutine: a vendor's (OpenAI, Gemini), one over
+an OpenAI-compatible endpoint, or the local all-MiniLM-L6-v2 that ``AGENTFLOW_EMBEDDINGS=local``
+selects (``configured_embedder``; the ``local-embeddings`` extra). Its vectors are checked
+before they reach the database.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from agentflow.core.errors import ConfigError
+from agentflow.llm import local_embedder
+from agentflow.settings import Settings
 
 MAX_DIMENSIONS = 16_000
 """The most dimensions pgvector stores in a ``vector``."""
@@ -25,6 +28,22 @@ class Embedder(Protocol):
     async def embed(self, texts: list[str]) -> list[list[float]]:
         """One vector per text, in order, all of the same dimension."""
         ...
+
+
+def configured_embedder(settings: Settings) -> Embedder | None:
+    """The knowledge base's own embedder as ``settings.embeddings`` says.
+
+    ``local``: the local all-MiniLM-L6-v2 (loaded on first use); ``provider``: None (only the
+    embedder a caller passes, such as the workflow's model provider, ranks by meaning).
+
+    Raises:
+        ConfigError: ``local_embeddings_unavailable`` when ``local`` is asked for and the
+            ``local-embeddings`` extra is not installed.
+    """
+    if settings.embeddings != "local":
+        return None
+    local_embedder.require_installed()
+    return local_embedder.LocalEmbedder()
 
 
 def check_vectors(vectors: object, count: int, dimensions: int | None = None) -> list[list[float]]:
