@@ -255,3 +255,14 @@ async def test_an_llm_node_through_the_openai_sdk_sends_the_schema_and_prices_th
     # gpt-4o-mini: $0.15 per million input tokens, $0.60 per million output tokens.
     assert step.usd_cost == Decimal(str(round((1000 * 0.15 + 10 * 0.60) / 1e6, 6)))
     assert body["messages"][1] == {"role": "user", "content": f"Ticket: {TICKET['text']}"}
+
+
+async def test_offline_the_default_scripted_model_answers_llm_nodes_with_valid_data(engine: Engine) -> None:
+    await engine.publish_workflow(
+        flow("offline", triage(), {"id": "done", "type": "finish", "output": "{{ input.data.priority }}"})
+    )
+    async with running_worker(engine):  # no model given: the workflow's default, the scripted one
+        run = await engine.start_run("offline", TICKET)
+        done = await until(engine, run.id, lambda r: r.status.is_terminal)
+    assert done.status == "completed", done.error
+    assert done.output == "low", "the first value the schema allows"

@@ -15,7 +15,9 @@ from typing import Any
 
 import orjson
 
+from agentflow.agent.gate import VERDICT_SCHEMA
 from agentflow.core.chat import Message, ModelRequest, ToolCall
+from agentflow.core.json_examples import example_of
 
 _BLOCK = re.compile(r"```json\n(.*?)\n```", re.S)
 _ACTION = re.compile(r"(?im)^\s*(?:[-*]\s*)?(?:action item|action|todo)\s*[:\-]\s*(.+)$")
@@ -29,9 +31,16 @@ EXPANSION = ("license limit", "seat limit", "out of seats", "licenses used", "ex
 
 
 def respond(request: ModelRequest) -> Message:
-    """The scripted agent's next message for ``request``."""
-    if request.output_schema is not None:
+    """The scripted model's next message for ``request``: the gate's verdict, a structured
+    answer (a small value the schema accepts), a plain answer (no tools offered: an ``llm``
+    node), or an agent's tool calls."""
+    if request.output_schema == VERDICT_SCHEMA:
         return _gate(request)
+    if request.output_schema is not None:
+        return Message("assistant", orjson.dumps(example_of(request.output_schema)).decode())
+    if not request.tools:
+        said = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
+        return Message("assistant", f"(scripted answer) {' '.join(said.split())[:300]}")
     tools = {t.name for t in request.tools}
     calls = _decide(request, tools)
     return Message(
