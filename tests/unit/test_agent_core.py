@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from agentflow.agent import script
+from agentflow.agent.gate import VERDICT_SCHEMA
 from agentflow.core.agent_config import Budget, ContextLimits
 from agentflow.core.agent_context import ContextInputs, HistoryStep, build_messages, iterations
 from agentflow.core.agent_state import (
@@ -206,7 +207,7 @@ def test_the_scripted_model_plans_for_churn_and_notifies_on_pricing_only_with_en
 
 
 def test_the_scripted_gate_matches_the_objective() -> None:
-    schema = {"type": "object"}
+    schema = VERDICT_SCHEMA  # the gate's question (other schemas get an example value)
     system = Message(
         "system", "## The workflow's objective\nNotify owners about pricing concerns\nAnswer with JSON"
     )
