@@ -11,6 +11,7 @@ import httpx
 
 from agentflow.core.pricing import PriceTable
 from agentflow.core.tools import ToolRegistry
+from agentflow.integrations.mcp_client import McpConnector
 from agentflow.knowledge.base import KnowledgeBase
 from agentflow.llm.base import ModelProvider
 from agentflow.nodes.model_access import ModelResolver
@@ -34,6 +35,7 @@ class AgentEnv:
         threads: runs sync tools, a thread per call.
         workspace_daily_usd / workspace_daily_tokens: the default daily workspace budget.
         approval_timeout: seconds an approval request waits before it expires.
+        mcp: connects to MCP servers (with the HTTP allow-list) and keeps their tool listings.
     """
 
     pool: asyncpg.Pool
@@ -47,6 +49,7 @@ class AgentEnv:
     workspace_daily_usd: float = 0.0
     workspace_daily_tokens: int = 0
     approval_timeout: float = 7 * 86_400.0
+    mcp: McpConnector = field(default_factory=McpConnector)
     _providers: dict[str | None, tuple[ModelProvider, str]] = field(default_factory=dict)
 
     def model(self, ref: str | None) -> tuple[ModelProvider, str]:

@@ -20,7 +20,7 @@ from uuid import UUID
 
 import asyncpg
 
-from agentflow.agent import toolbox
+from agentflow.agent import mcp_tools, toolbox
 from agentflow.agent.calls import CallContext, ToolOutcome, refusal
 from agentflow.agent.env import AgentEnv
 from agentflow.core import planner
@@ -104,6 +104,10 @@ async def _decide(
         return _suspend(state, breach)
     if state.refused >= MAX_REFUSED_IN_ROW:
         return _stuck(state)
+    try:  # the MCP servers' tools: asked once per version and worker, kept after that
+        mcp_offer = await mcp_tools.offered(config, run, env)
+    except StepFailure as failure:
+        return _failed(config, state, attempt, failure.info, failure.retryable, DECIDE_KIND, "mcp", None)
     account = (
         await agent_reads.account(env.pool, run.workspace_id, run.account_id) if run.account_id else None
     )
@@ -117,7 +121,7 @@ async def _decide(
         tasks=await agent_reads.run_tasks(env.pool, run.workspace_id, run.id),
         events=inbox.view(),
         plan=state.plan,
-        tools=allowed_tools(config),
+        tools=[*allowed_tools(config), *(schema.name for schema in mcp_offer)],
         now=datetime.now(UTC),
         limits=config.context,
     )
@@ -126,7 +130,7 @@ async def _decide(
     request = ModelRequest(
         model,
         messages,
-        toolbox.tool_schemas(config, env.tools),
+        (*toolbox.tool_schemas(config, env.tools), *mcp_offer),
         max_output_tokens=config.max_tokens or DEFAULT_MAX_TOKENS,
         temperature=config.temperature,
         top_p=config.top_p,
@@ -211,7 +215,7 @@ async def _act(
     )
     ctx = CallContext(run, config, call, seq, attempt, token, account, datetime.now(UTC), env)
     step_input = {"call_id": call.id, "arguments": call.arguments}
-    outcome = toolbox.check_call(config, env.tools, call.name, call.arguments)
+    outcome = toolbox.check(ctx, call.arguments)
     if outcome is None and needs_approval(config, call.name):
         gate = await _approval_gate(ctx, state, env)
         if isinstance(gate, AgentStep):

@@ -1,9 +1,10 @@
 """The tools an agent run's model may call: their schemas, their checks, and running them.
 
-Three kinds: the built-ins (``agentflow.agent.builtins``), Python tools registered with
-``@agentflow.tool`` and named in the workflow's ``tools``, and the workflow's ``http_tools``
-(requests through the guarded HTTP client). A name not on the workflow's allow-list is refused
-whatever the model says.
+Four kinds: the built-ins (``agentflow.agent.builtins``), Python tools registered with
+``@agentflow.tool`` and named in the workflow's ``tools``, the workflow's ``http_tools``
+(requests through the guarded HTTP client), and the tools of its ``mcp_servers``
+(``<server>__<tool>``, see ``agentflow.agent.mcp_tools``). A name not on the workflow's
+allow-list is refused whatever the model says.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from agentflow.agent import builtins
+from agentflow.agent import builtins, mcp_tools
 from agentflow.agent.calls import CallContext, ToolOutcome, refusal, schema_problems
 from agentflow.core.agent_config import HttpTool
 from agentflow.core.agent_state import allowed_tools, enabled_builtins
@@ -58,6 +59,14 @@ def check_call(
     return None
 
 
+def check(ctx: CallContext, arguments: dict[str, Any]) -> ToolOutcome | None:
+    """``check_call`` for any tool, MCP tools included: a refusal, or None to go ahead."""
+    found = mcp_tools.resolve(ctx.config, ctx.call.name)
+    if found is not None:
+        return mcp_tools.check_call(ctx, *found, arguments)
+    return check_call(ctx.config, ctx.env.tools, ctx.call.name, arguments)
+
+
 def side_effecting(config: AgentConfig, registry: ToolRegistry, name: str) -> bool:
     """Whether the tool changes the world (informational: approvals follow ``approvals``)."""
     if name in ("create_task", "send_notification"):
@@ -91,6 +100,9 @@ async def run_call(ctx: CallContext, arguments: dict[str, Any]) -> ToolOutcome:
     for tool in ctx.config.http_tools:
         if tool.name == name:
             return await _call_http(ctx, tool, arguments)
+    found = mcp_tools.resolve(ctx.config, name)
+    if found is not None:
+        return await mcp_tools.call(ctx, *found, arguments)
     return await _call_python(ctx, arguments)
 
 

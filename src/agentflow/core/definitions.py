@@ -26,7 +26,9 @@ from agentflow.core.agent_config import TOOL_NAME_PATTERN, Action, Budget, Conte
 from agentflow.core.durations import parse_duration
 from agentflow.core.errors import ConfigError
 from agentflow.core.graph.checks import TEMPLATE_FIELDS_EXCLUDED, check_graph, check_inputs
+from agentflow.core.graph.mcp_nodes import McpToolNode
 from agentflow.core.graph.model import Edge, Graph, build_graph
+from agentflow.core.mcp import SEPARATOR, McpServer, check_servers
 from agentflow.core.node_specs import NODE_SPECS, NodeSpec
 from agentflow.core.payload_format import FieldSpec, normalise
 from agentflow.core.retry import RetryPolicy
@@ -58,6 +60,8 @@ class WorkflowBase(BaseModel):
         schedule: a cron schedule that starts runs (see ``agentflow.core.schedules``).
         state_definition: the run's variables (``{{ state.x }}``), with types and defaults
             (see ``agentflow.core.state_definition``).
+        mcp_servers: MCP servers whose tools agents are offered and ``mcp_tool`` nodes call
+            (see ``agentflow.core.mcp``; unset keeps the stored config and its hash as before).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -70,6 +74,16 @@ class WorkflowBase(BaseModel):
     payload_format: dict[str, FieldSpec] | None = Field(default=None, max_length=200)
     schedule: CronSchedule | None = None
     state_definition: dict[str, StateVariable] | None = Field(default=None, max_length=MAX_VARIABLES)
+    mcp_servers: list[McpServer] | None = Field(default=None, max_length=20)
+
+    @field_validator("mcp_servers")
+    @classmethod
+    def _mcp_servers(cls, value: list[McpServer] | None) -> list[McpServer] | None:
+        return check_servers(value)
+
+    def mcp_server(self, name: str) -> McpServer | None:
+        """The entry of ``mcp_servers`` named ``name``, if any."""
+        return next((s for s in self.mcp_servers or () if s.name == name), None)
 
     @field_validator("payload_format", "state_definition", mode="before")
     @classmethod
@@ -152,6 +166,10 @@ class AgentConfig(WorkflowBase):
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
             raise ValueError(f"tool name(s) {twice} are declared more than once")
+        servers = {s.name for s in self.mcp_servers or ()}
+        shadowing = sorted(n for n in names if n.partition(SEPARATOR)[0] in servers and SEPARATOR in n)
+        if shadowing:
+            raise ValueError(f"tool name(s) {shadowing} look like tools of an MCP server of mcp_servers")
         return self
 
     def action(self, name: str) -> Action:
@@ -283,6 +301,7 @@ def validate_config(
         if not errors:
             errors.extend(check_inputs(config.graph))
         _check_saves(config, errors)
+        _check_mcp_nodes(config, errors)
     _check_templates(config, errors)
     if errors:
         raise _invalid(source, errors)
@@ -330,6 +349,21 @@ def _check_saves(config: StructuredConfig, errors: list[dict[str, str]]) -> None
                 where = "in state_definition" if declared else "(the workflow has no state_definition)"
                 path = f"nodes[{index}].save_to_state.{name}"
                 errors.append({"path": path, "message": f"{name!r} is not declared {where}"})
+
+
+def _check_mcp_nodes(config: StructuredConfig, errors: list[dict[str, str]]) -> None:
+    declared = [s.name for s in config.mcp_servers or ()]
+    for index, node in enumerate(config.nodes):
+        if not isinstance(node, McpToolNode):
+            continue
+        server = config.mcp_server(node.server)
+        if server is None:
+            where = f"declared: {', '.join(declared)}" if declared else "the workflow has no mcp_servers"
+            message = f"{node.server!r} is not one of mcp_servers ({where})"
+            errors.append({"path": f"nodes[{index}].server", "message": message})
+        elif not server.offers(node.tool):
+            message = f"{node.tool!r} is not in the tools of MCP server {server.name!r}"
+            errors.append({"path": f"nodes[{index}].tool", "message": message})
 
 
 def _pydantic_errors(exc: ValidationError, prefix: str) -> list[dict[str, str]]:

@@ -11,11 +11,13 @@ import httpx
 from agentflow.core.chat import Spend
 from agentflow.core.errors import StepFailure
 from agentflow.core.inbox import EMPTY, Inbox
+from agentflow.core.mcp import McpServer
 from agentflow.core.node_specs import NodeSpec
 from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
 from agentflow.core.templating import copied, has_templates, render
 from agentflow.core.tools import ToolRegistry
+from agentflow.integrations.mcp_client import McpConnector
 from agentflow.nodes.model_access import ModelAccess
 from agentflow.nodes.rendering import call_rendering
 from agentflow.nodes.threads import ToolThreads
@@ -34,6 +36,9 @@ class NodeEnv:
         spent: what the step spent on models so far (recorded even when the step fails).
         inbox: the run's unconsumed deliveries as the step sees them.
         asked: the step that asked a person, when a ``user_input`` node runs again for the answer.
+        mcp: the worker's MCP connector (None: ``mcp_tool`` nodes connect without the worker's
+            HTTP allow-list, so only public HTTP servers and stdio servers).
+        mcp_servers: the run's workflow's ``mcp_servers``.
     """
 
     tools: ToolRegistry
@@ -44,6 +49,8 @@ class NodeEnv:
     spent: list[Spend] = field(default_factory=list)
     inbox: Inbox = EMPTY
     asked: int | None = None
+    mcp: McpConnector | None = None
+    mcp_servers: tuple[McpServer, ...] = ()
 
     async def render(self, value: Any, node: str, field: str) -> Any:
         """``value`` with its templates rendered in the template context, off the event loop

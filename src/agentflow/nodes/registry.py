@@ -15,6 +15,7 @@ from agentflow.nodes.finish import FinishRunner
 from agentflow.nodes.http_request import HttpRequestRunner
 from agentflow.nodes.llm import LlmRunner
 from agentflow.nodes.looping import ForEachRunner
+from agentflow.nodes.mcp_tool import McpToolRunner
 from agentflow.nodes.merge import MergeRunner
 from agentflow.nodes.tool import ToolRunner
 from agentflow.nodes.user_input import UserInputRunner
@@ -36,6 +37,7 @@ RUNNERS: dict[str, NodeRunner] = {
         LlmRunner(),
         AgentNodeRunner(),
         HttpRequestRunner(),
+        McpToolRunner(),
         UserInputRunner(),
     )
 }

@@ -11,6 +11,7 @@ from agentflow.agent.loop import workspace_breach
 from agentflow.core.errors import ErrorInfo
 from agentflow.core.tools import ToolRegistry
 from agentflow.integrations.guarded_http import guarded_client
+from agentflow.integrations.mcp_client import McpConnector
 from agentflow.knowledge.base import KnowledgeBase
 from agentflow.llm.base import ModelProvider
 from agentflow.llm.pricing_file import load_price_table
@@ -67,6 +68,7 @@ def build_agent_env(
         threads=threads,
         workspace_daily_usd=settings.workspace_daily_usd,
         workspace_daily_tokens=settings.workspace_daily_tokens,
+        mcp=McpConnector(allow=settings.http_allow_list),
     )
 
 

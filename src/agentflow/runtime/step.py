@@ -190,6 +190,8 @@ async def run_activation(
         tools_env.threads,
         models=tools_env.models,
         http=tools_env.http,
+        mcp=tools_env.mcp,
+        mcp_servers=tuple(config.mcp_servers or ()),
         inbox=cursor.inbox,
         asked=activation.asked,
         template_context={

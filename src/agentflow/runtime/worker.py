@@ -102,7 +102,12 @@ class Worker:
         self.threads = ToolThreads()
         self.agents: AgentEnv = build_agent_env(db, settings, self._tools, self.threads, model=model)
         self._env = NodeEnv(
-            self._tools, self.threads, {}, models=node_models(self.agents), http=self.agents.http
+            self._tools,
+            self.threads,
+            {},
+            models=node_models(self.agents),
+            http=self.agents.http,
+            mcp=self.agents.mcp,
         )
         gate = gate or ModelGate(self.agents.model, self.agents.prices)
         self._wake = asyncio.Event()

@@ -18,6 +18,7 @@ from agentflow.core.agent_config import Action, Budget, ContextLimits
 from agentflow.core.agent_state import AgentState
 from agentflow.core.definitions import AgentConfig, StructuredConfig
 from agentflow.core.graph.model_nodes import MODEL_PATTERN
+from agentflow.core.mcp import McpServer
 from agentflow.core.node_specs import NodeSpec, register_node_spec
 
 AGENT_NODE = "agent_node"
@@ -42,7 +43,7 @@ class AgentNode(NodeSpec):
 
     title: ClassVar[str] = "Agent"
     literal_fields: ClassVar[frozenset[str]] = frozenset(
-        {"actions", "budget", "context", "tools", "approvals"}
+        {"actions", "budget", "context", "tools", "approvals", "mcp_servers"}
     )
     result_schema: ClassVar[dict[str, Any]] = RESULT_SCHEMA
     child_poll_seconds: ClassVar[float] = 30.0
@@ -68,6 +69,9 @@ class AgentNode(NodeSpec):
     temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, gt=0, le=1)
     max_tokens: int | None = Field(default=None, ge=1, le=200_000)
+    mcp_servers: list[McpServer] | None = Field(
+        default=None, max_length=20, description="MCP servers whose tools it may call (<server>__<tool>)."
+    )
 
     @model_validator(mode="after")
     def _as_agent(self) -> AgentNode:
@@ -96,6 +100,7 @@ class AgentNode(NodeSpec):
             "temperature": self.temperature,
             "top_p": self.top_p,
             "max_tokens": self.max_tokens,
+            "mcp_servers": self.mcp_servers,
         }
         retry = self.retry or (base.retry if base is not None else None)
         timeout = self.timeout or (base.timeout if base is not None else None)
