@@ -70,6 +70,7 @@ class Governance:
         reason: str | None = None,
         decided_by: str | None = None,
         arguments_hash: str | None = None,
+        edited: dict[str, Any] | None = None,
         workspace_id: UUID = DEFAULT_WORKSPACE,
     ) -> dict[str, Any]:
         """Approve or reject a pending call; its run wakes and acts on the decision.
@@ -77,6 +78,8 @@ class Governance:
         Args:
             arguments_hash: the hash the person saw; the decision applies only if the request
                 carries exactly this hash (it always applies only to the exact arguments).
+            edited: approve the call with these arguments instead (checked against the tool's
+                schema when the call runs).
 
         Raises:
             NotFoundError: ``approval_not_found``.
@@ -88,7 +91,14 @@ class Governance:
         status = "approved" if approve else "rejected"
         pool = self._db.pool
         if await approvals.decide(
-            pool, workspace_id, approval_id, status, reason, decided_by, arguments_hash
+            pool,
+            workspace_id,
+            approval_id,
+            status,
+            reason,
+            decided_by,
+            arguments_hash,
+            edited if approve else None,
         ):
             return await self.approval(approval_id, workspace_id=workspace_id)
         current = await self.approval(approval_id, workspace_id=workspace_id)

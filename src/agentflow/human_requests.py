@@ -95,13 +95,11 @@ class HumanRequests:
         if request["node_id"] is None:  # an agent's tool approval: the same decision as ever
             if approved is None:
                 raise _invalid("an approval needs 'approved': true or false")
+            edited = _edited_call(request, response) if approved else None
             await self._decide_approval(
-                request_id,
-                approve=approved,
-                reason=reason,
-                decided_by=responded_by,
+                request_id, approve=approved, reason=reason, decided_by=responded_by, edited=edited,
                 workspace_id=workspace_id,
-            )
+            )  # fmt: skip
             return await self.get(request_id, workspace_id=workspace_id)
         status, outcome, value = _checked(request, approved, response)
         recorded = await requests.answer(
@@ -151,6 +149,17 @@ def _checked(request: dict[str, Any], approved: bool | None, response: Any) -> t
     if not any(response == v and type(response) is type(v) for v in values):
         raise _invalid(f"the response must be one of {values}")
     return "answered", "answered", response
+
+
+def _edited_call(request: dict[str, Any], response: Any) -> dict[str, Any] | None:
+    """The arguments an approver changed an agent's call to (None: approved as asked)."""
+    if response is None:
+        return None
+    if not (request["spec"] or {}).get("allow_edits", True):
+        raise _invalid("this workflow does not let approvers edit the call (approval.allow_edits)")
+    if not isinstance(response, dict):
+        raise _invalid("an edited call is a JSON object of the tool's arguments")
+    return response
 
 
 def _invalid(message: str, problems: list[str] | None = None) -> ConfigError:

@@ -34,7 +34,6 @@ class AgentEnv:
         tools: registered Python tools.
         threads: runs sync tools, a thread per call.
         workspace_daily_usd / workspace_daily_tokens: the default daily workspace budget.
-        approval_timeout: seconds an approval request waits before it expires.
         mcp: connects to MCP servers (with the HTTP allow-list) and keeps their tool listings.
     """
 
@@ -48,7 +47,6 @@ class AgentEnv:
     threads: ToolThreads
     workspace_daily_usd: float = 0.0
     workspace_daily_tokens: int = 0
-    approval_timeout: float = 7 * 86_400.0
     mcp: McpConnector = field(default_factory=McpConnector)
     _providers: dict[str | None, tuple[ModelProvider, str]] = field(default_factory=dict)
 

@@ -12,24 +12,24 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-import uuid
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
 import asyncpg
 
 from agentflow.agent import mcp_tools, toolbox
+from agentflow.agent.approval_gate import approval_gate
 from agentflow.agent.calls import CallContext, ToolOutcome, refusal
 from agentflow.agent.env import AgentEnv
+from agentflow.agent.outcome import AgentStep
 from agentflow.core import planner
 from agentflow.core.agent_context import DECIDE_KIND, TOOL_KIND, ContextInputs, build_messages
 from agentflow.core.agent_state import (
     AgentState,
     Breach,
     allowed_tools,
-    arguments_hash,
     check_budget,
     check_workspace_budget,
     needs_approval,
@@ -45,7 +45,6 @@ from agentflow.llm.base import ModelError
 from agentflow.store import agent_reads
 from agentflow.store.checkpoints import NO_EFFECTS, Effects, ModelUsage
 
-AWAITING_APPROVAL = "awaiting_approval"
 MAX_CALLS_PER_DECISION = 16
 MAX_NUDGES = 1
 DEFAULT_MAX_TOKENS = 2048
@@ -56,30 +55,6 @@ _TEXT_OUTCOMES = {
     RunStatus.FAILED: "failed",
 }
 _rand = random.Random()
-
-
-@dataclass(frozen=True)
-class AgentStep:
-    """One agent step's result, for the worker to checkpoint.
-
-    Attributes:
-        transition: how the run moves.
-        kind / name: the step's kind (``agent.decide``, ``agent.tool``, ``agent.approval``,
-            ``agent.budget``) and name (the model or the tool).
-        input / output / error: the step's audit record.
-        effects: writes made with the checkpoint.
-        consumes_inbox: the step used the inbox (a decision saw the new events).
-    """
-
-    transition: Transition
-    kind: str
-    name: str | None
-    input: Any
-    output: Any
-    error: ErrorInfo | None
-    effects: Effects
-    consumes_inbox: bool = False
-    duration: float = 0.0
 
 
 async def next_step(
@@ -214,17 +189,23 @@ async def _act(
         await agent_reads.account(env.pool, run.workspace_id, run.account_id) if run.account_id else None
     )
     ctx = CallContext(run, config, call, seq, attempt, token, account, datetime.now(UTC), env)
-    step_input = {"call_id": call.id, "arguments": call.arguments}
+    step_input: dict[str, Any] = {"call_id": call.id, "arguments": call.arguments}
     outcome = toolbox.check(ctx, call.arguments)
+    arguments = call.arguments
     if outcome is None and needs_approval(config, call.name):
-        gate = await _approval_gate(ctx, state, env)
+        gate = await approval_gate(ctx, state, env)
         if isinstance(gate, AgentStep):
             return gate
-        outcome = gate
+        if isinstance(gate, dict):  # the approver edited the call: that call runs, checked first
+            arguments = gate
+            step_input = {"call_id": call.id, "arguments": gate, "edited": True}
+            outcome = toolbox.check(ctx, arguments)
+        else:
+            outcome = gate
     if outcome is None:
         try:
             async with asyncio.timeout(config.timeout.total_seconds()):
-                outcome = await toolbox.run_call(ctx, call.arguments)
+                outcome = await toolbox.run_call(ctx, arguments)
         except TimeoutError:
             info = ErrorInfo("step_timeout", f"tool {call.name!r} did not finish within {config.timeout}")
             return _failed(config, state, attempt, info, True, TOOL_KIND, call.name, step_input, call)
@@ -264,58 +245,6 @@ def _acted(state: AgentState, call: ToolCall, outcome: ToolOutcome, step_input: 
     else:
         transition = Transition(RunStatus.IN_PROGRESS, after.to_json(), "completed")
     return AgentStep(transition, TOOL_KIND, call.name, step_input, output, None, effects)
-
-
-async def _approval_gate(
-    ctx: CallContext, state: AgentState, env: AgentEnv
-) -> AgentStep | ToolOutcome | None:
-    """Ask for approval (the run waits), or return what the decision says: None to go ahead."""
-    call = ctx.call
-    digest = arguments_hash(call.name, call.arguments)
-    asked = state.approval
-    pending = asked if asked and asked.get("call_id") == call.id and asked.get("hash") == digest else None
-    # New requests are named by the step that makes them: call ids may repeat across decisions.
-    approval_id = (
-        uuid.UUID(pending["id"]) if pending else uuid.uuid5(ctx.run.id, f"approval:{ctx.seq}:{digest}")
-    )
-    if pending is not None:
-        found = await agent_reads.approval(env.pool, ctx.run.workspace_id, approval_id)
-        if found is not None:
-            if found["status"] == "approved" and found["arguments_hash"] == digest:
-                return None
-            if found["status"] == "rejected":
-                why = found["reason"] or "no reason given"
-                return refusal(
-                    "approval_rejected", f"{found['decided_by'] or 'a person'} rejected this call: {why}"
-                )
-            if found["status"] == "expired" or found["expired"]:
-                return refusal("approval_expired", "nobody approved this call in time")
-    request = {
-        "id": str(approval_id),
-        "tool": call.name,
-        "arguments": call.arguments,
-        "arguments_hash": digest,
-        "expires_in": env.approval_timeout,
-    }
-    waiting = AgentState(
-        **{**state.__dict__, "approval": {"id": str(approval_id), "call_id": call.id, "hash": digest}}
-    )
-    output = {
-        "approval_id": str(approval_id),
-        "tool": call.name,
-        "arguments_hash": digest,
-        "status": "pending",
-    }
-    transition = Transition(
-        RunStatus.WAITING,
-        waiting.to_json(),
-        "completed",
-        wake_after=timedelta(seconds=env.approval_timeout),
-        reason=AWAITING_APPROVAL,
-    )
-    effects = Effects(approval=request) if pending is None else NO_EFFECTS
-    step_input = {"call_id": call.id, "arguments": call.arguments}
-    return AgentStep(transition, "agent.approval", call.name, step_input, output, None, effects)
 
 
 async def _budget_breach(

@@ -5,6 +5,7 @@ See docs/reference/agents.md. Everything here is validated data; the agent loop 
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -35,6 +36,9 @@ DEFAULT_MINUTES = {
 
 def _duration(value: Any) -> timedelta | None:
     return None if value is None else parse_duration(value)
+
+
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 
 
 class Action(BaseModel):
@@ -130,6 +134,40 @@ class HttpTool(BaseModel):
     def changes_world(self) -> bool:
         """Whether calling it has side effects."""
         return self.side_effecting if self.side_effecting is not None else self.method != "GET"
+
+
+class ApprovalPolicy(BaseModel):
+    """How a workflow's tool approvals wait (``approvals`` names the tools).
+
+    Attributes:
+        timeout: how long a request waits for a person.
+        on_timeout: ``reject`` (the model is told nobody approved, and decides) or ``fail``
+            (the run fails with ``approval_expired``).
+        notify: who is emailed when a request is made: addresses, or ``account_owner``.
+        allow_edits: whether the approver may change the arguments (the edited call runs).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    timeout: timedelta = timedelta(days=7)
+    on_timeout: Literal["reject", "fail"] = "reject"
+    notify: list[str] = Field(default_factory=list, max_length=20)
+    allow_edits: bool = True
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _timeout(cls, value: Any) -> timedelta:
+        found = parse_duration(value)
+        if not timedelta(seconds=1) <= found <= timedelta(days=365):
+            raise ValueError("approval timeout must be between 1s and 365d")
+        return found
+
+    @field_validator("notify")
+    @classmethod
+    def _notify(cls, value: list[str]) -> list[str]:
+        bad = [v for v in value if v != "account_owner" and not _EMAIL.match(v)]
+        if bad:
+            raise ValueError(f"notify takes email addresses or 'account_owner', not {bad}")
+        return value
 
 
 class Impact(BaseModel):

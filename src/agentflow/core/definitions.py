@@ -22,7 +22,15 @@ from pydantic import (
 
 # Importing the node kinds' modules registers them (the registry is core.node_specs).
 from agentflow.core import safe_yaml
-from agentflow.core.agent_config import TOOL_NAME_PATTERN, Action, Budget, ContextLimits, HttpTool, Impact
+from agentflow.core.agent_config import (
+    TOOL_NAME_PATTERN,
+    Action,
+    ApprovalPolicy,
+    Budget,
+    ContextLimits,
+    HttpTool,
+    Impact,
+)
 from agentflow.core.durations import parse_duration
 from agentflow.core.errors import ConfigError
 from agentflow.core.graph.checks import TEMPLATE_FIELDS_EXCLUDED, check_graph, check_inputs
@@ -122,6 +130,7 @@ class AgentConfig(WorkflowBase):
         tools: registered Python tools (``@agentflow.tool``) the model may call.
         http_tools: HTTP tools the model may call, through the guarded HTTP client.
         approvals: tool names whose every call a person must approve first.
+        approval: how those approvals wait: timeout, what the timeout does, who is told.
         budget: per-run limits; past one the run is suspended.
         impact: how the impact report values the agent's work.
         context: how much history the model sees verbatim.
@@ -143,6 +152,7 @@ class AgentConfig(WorkflowBase):
     tools: list[str] = Field(default_factory=list, max_length=100)
     http_tools: list[HttpTool] = Field(default_factory=list, max_length=100)
     approvals: list[str] = Field(default_factory=list, max_length=100)
+    approval: ApprovalPolicy = ApprovalPolicy()
     budget: Budget = Budget()
     impact: Impact = Impact()
     context: ContextLimits = ContextLimits()

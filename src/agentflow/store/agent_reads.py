@@ -71,7 +71,7 @@ async def workspace_spend(
 async def approval(pool: asyncpg.Pool, workspace_id: UUID, approval_id: UUID) -> dict[str, Any] | None:
     """An approval request with whether it has expired (database clock)."""
     row = await pool.fetchrow(
-        "SELECT id, tool, arguments_hash, status, reason, decided_by,"
+        "SELECT id, tool, arguments_hash, status, reason, decided_by, response,"
         " (status = 'pending' AND expires_at IS NOT NULL AND expires_at <= now()) AS expired,"
         " extract(epoch FROM expires_at - now())::float8 AS expires_in"
         " FROM requests WHERE workspace_id = $1 AND id = $2",

@@ -53,7 +53,7 @@ async def get_approval(
 
 _DECIDE = f"""
 WITH d AS (
-    UPDATE requests SET status = $3, reason = $4, decided_by = $5, decided_at = now()
+    UPDATE requests SET status = $3, reason = $4, decided_by = $5, decided_at = now(), response = $7
     WHERE workspace_id = $1 AND id = $2 AND status = 'pending' AND node_id IS NULL
       AND (expires_at IS NULL OR expires_at > now())
       AND ($6::text IS NULL OR arguments_hash = $6)
@@ -76,12 +76,16 @@ async def decide(
     reason: str | None,
     decided_by: str | None,
     expected_hash: str | None,
+    edited: dict[str, Any] | None = None,
 ) -> bool:
-    """Approve or reject a pending, unexpired request (and wake its run) in one statement.
+    """Approve or reject a pending, unexpired request (and wake its run) in one statement;
+    ``edited``: the arguments the approver changed the call to.
 
     Returns False when nothing was decided (not found, decided, expired, or another hash).
     """
-    row = await pool.fetchrow(_DECIDE, workspace_id, approval_id, status, reason, decided_by, expected_hash)
+    row = await pool.fetchrow(
+        _DECIDE, workspace_id, approval_id, status, reason, decided_by, expected_hash, edited
+    )
     return row is not None and row["decided"] == 1
 
 

@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
-from agentflow.core.agent_config import Action, Budget, ContextLimits
+from agentflow.core.agent_config import Action, ApprovalPolicy, Budget, ContextLimits
 from agentflow.core.agent_state import AgentState
 from agentflow.core.definitions import AgentConfig, StructuredConfig
 from agentflow.core.graph.model_nodes import MODEL_PATTERN
@@ -43,7 +43,7 @@ class AgentNode(NodeSpec):
 
     title: ClassVar[str] = "Agent"
     literal_fields: ClassVar[frozenset[str]] = frozenset(
-        {"actions", "budget", "context", "tools", "approvals", "mcp_servers"}
+        {"actions", "budget", "context", "tools", "approvals", "approval", "mcp_servers"}
     )
     result_schema: ClassVar[dict[str, Any]] = RESULT_SCHEMA
     child_poll_seconds: ClassVar[float] = 30.0
@@ -60,6 +60,9 @@ class AgentNode(NodeSpec):
     )
     approvals: list[str] = Field(
         default_factory=list, max_length=100, description="Tools whose every call a person approves."
+    )
+    approval: ApprovalPolicy = Field(
+        default_factory=ApprovalPolicy, description="How approvals wait: timeout, on_timeout, notify."
     )
     budget: Budget = Field(default_factory=Budget, description="Limits; past one the agent is suspended.")
     context: ContextLimits = Field(default_factory=ContextLimits, description="History shown verbatim.")
@@ -94,6 +97,7 @@ class AgentNode(NodeSpec):
             "tools": self.tools,
             "actions": self.actions,
             "approvals": self.approvals,
+            "approval": self.approval,
             "budget": self.budget,
             "context": self.context,
             "on_text": self.on_text,
