@@ -274,3 +274,21 @@ async def test_an_agents_tool_approval_is_a_request_answered_the_same_way(engine
         assert decided["status"] == "approved" and decided["responded_by"] == "lee"
         await until(engine, run.id, lambda r: r.status.is_terminal)
     assert [t.title for t in await engine.tasks.list(run_id=run.id)] == ["needs a yes"]
+
+
+async def test_retrying_a_run_whose_request_timed_out_asks_anew(engine: Engine) -> None:
+    await engine.publish_workflow(
+        flow("refund-retry", ask(wait="1s"), ("approved", "ok"), ("rejected", "no"))
+    )
+    async with running_worker(engine):
+        run = await engine.start_run("refund-retry", REFUND)
+        failed = await until(engine, run.id, lambda r: r.status.is_terminal, timeout=30)
+        assert failed.error["code"] == "request_timed_out"
+        await engine.retry_run(run.id)
+        await until(engine, run.id, lambda r: r.status == "waiting" and r.status_reason == "awaiting_event")
+        statuses = sorted(r["status"] for r in await engine.requests.list(run_id=run.id, status=None))
+        assert statuses == ["expired", "pending"], "a new request, not the old timeout again"
+        (fresh,) = await engine.requests.list(run_id=run.id, status="pending")
+        await engine.requests.respond(fresh["id"], approved=True)
+        done = await ended(engine, run.id)
+    assert done.status == "completed" and done.output == "ok"

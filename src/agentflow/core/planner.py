@@ -391,9 +391,10 @@ def retry_beside_others(
 
 def with_fresh_budget(config: StructuredConfig, state: dict[str, Any], failed: Activation) -> dict[str, Any]:
     """``state`` with ``failed``'s attempts forgotten, so that a retried run gives it a
-    whole attempt budget again (its step number stays)."""
-    if not failed.failures:
+    whole attempt budget again (its step number stays), and a ``user_input`` that failed
+    waiting for its answer asks anew (its old request is over)."""
+    if not failed.failures and failed.asked is None:
         return state
     current = frontier.load(state, config.graph)
-    ready = tuple(replace(a, failures=0) if a == failed else a for a in current.ready)
+    ready = tuple(replace(a, failures=0, asked=None) if a == failed else a for a in current.ready)
     return frontier.dump(replace(current, ready=ready), state, config.graph)
