@@ -49,7 +49,7 @@ FLOW = {
 # Operations whose input the engine validates beyond what JSON Schema can state: free-form
 # JSON (payloads, event data, attributes, metadata) must fit PostgreSQL (64-bit integers, no
 # NUL: 400 `number_out_of_range`, `unstorable_text`), and configs, payloads, events, documents,
-# queries and report periods have meaning (422 `config_invalid`, `payload_invalid`,
+# queries, report periods and answers to requests have meaning (422 `config_invalid`, `payload_invalid`,
 # `event_invalid`, `knowledge_invalid`, `knowledge_query_invalid`, `account_query_invalid`,
 # `report_period_invalid`...). For these, a schema-valid request may get those documented
 # answers; every other check, and every other operation, keeps schemathesis's defaults.
@@ -67,6 +67,7 @@ SEMANTIC: dict[str, list[int]] = {
     "GET /api/ai/workflows/{workflow}/report": [422],
     "PUT /api/accounts/{account_id}": [400, 422],
     "PATCH /api/tasks/{task_id}": [400, 422],
+    "POST /api/requests/{request_id}/respond": [400, 422],
     "POST /api/private/trigger/{workflow_id}": [400, 422],
     "POST /api/public/trigger/{workflow_id}": [400, 422],
     "POST /api/public/trigger/{public_api_key}/{workflow_id}": [400, 422],

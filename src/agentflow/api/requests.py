@@ -15,6 +15,7 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentflow.api.deps import EngineDep, WorkspaceDep
+from agentflow.api.openapi import NO_NUL
 from agentflow.api.schemas import ERROR_RESPONSES, conflict
 from agentflow.core.errors import NotFoundError
 
@@ -60,8 +61,8 @@ class Answer(BaseModel):
     response: Any = Field(
         default=None, description="An input's form, a selection's value, or a review's edited value."
     )
-    reason: str | None = Field(default=None, max_length=2000)
-    responded_by: str | None = Field(default=None, max_length=200)
+    reason: str | None = Field(default=None, max_length=2000, pattern=NO_NUL)
+    responded_by: str | None = Field(default=None, max_length=200, pattern=NO_NUL)
 
 
 def _request_id(value: str) -> UUID:
