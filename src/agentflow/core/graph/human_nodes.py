@@ -13,10 +13,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, ClassVar, Literal
 
-import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agentflow.core.durations import parse_duration
+from agentflow.core.graph.schema_paths import checked_object_schema
 from agentflow.core.node_specs import ANY, ERROR_PORT, Duration, NodeSpec, register_node_spec
 
 APPROVED, REJECTED, TIMEOUT = "approved", "rejected", "timeout"
@@ -81,15 +81,7 @@ class UserInputNode(NodeSpec):
     @field_validator("form")
     @classmethod
     def _form(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value is None:
-            return None
-        try:
-            jsonschema.Draft202012Validator.check_schema(value)
-        except jsonschema.SchemaError as exc:
-            raise ValueError(f"form is not a valid JSON Schema: {exc.message}") from None
-        if value.get("type") != "object":
-            raise ValueError("form must have type 'object' at the top")
-        return value
+        return checked_object_schema(value, "form")
 
     @model_validator(mode="after")
     def _fits_interaction(self) -> UserInputNode:

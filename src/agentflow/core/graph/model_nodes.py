@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from agentflow.core.graph.schema_paths import checked_object_schema
 from agentflow.core.node_specs import NodeSpec, register_node_spec
 
 MODEL_PATTERN = r"^[A-Za-z0-9_.:/@-]{1,200}$"
@@ -82,16 +82,8 @@ class LlmNode(NodeSpec):
     @field_validator("output_schema")
     @classmethod
     def _schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value is None:
-            return None
-        try:
-            jsonschema.Draft202012Validator.check_schema(value)
-        except jsonschema.SchemaError as exc:
-            raise ValueError(f"output_schema is not a valid JSON Schema: {exc.message}") from None
-        if value.get("type") != "object":
-            # Every vendor's structured output wants an object at the top.
-            raise ValueError("output_schema must have type 'object' at the top (wrap a list in a property)")
-        return value
+        # Every vendor's structured output wants an object at the top.
+        return checked_object_schema(value, "output_schema", " (wrap a list in a property)")
 
     @field_validator("stop")
     @classmethod

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import jsonschema
+
 from agentflow.core.templating.references import Path
 
 _SCALARS = {"string", "number", "integer", "boolean", "null"}
@@ -47,3 +49,21 @@ def keys_of(schema: dict[str, Any]) -> list[str]:
         for branch in schema.get(key, ()):
             names.extend(n for n in keys_of(branch) if n not in names)
     return names
+
+
+def checked_object_schema(value: dict[str, Any] | None, field: str, hint: str = "") -> dict[str, Any] | None:
+    """``value`` when it is a valid JSON Schema of an object (a node's ``output_schema``, a
+    form), for a pydantic validator.
+
+    Raises:
+        ValueError: naming ``field`` and what is wrong (``hint`` added to the type error).
+    """
+    if value is None:
+        return None
+    try:
+        jsonschema.Draft202012Validator.check_schema(value)
+    except jsonschema.SchemaError as exc:
+        raise ValueError(f"{field} is not a valid JSON Schema: {exc.message}") from None
+    if value.get("type") != "object":
+        raise ValueError(f"{field} must have type 'object' at the top{hint}")
+    return value
