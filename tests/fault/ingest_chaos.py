@@ -224,6 +224,8 @@ async def _chaos(
                 proc.wait()
         session.serve_exit = serve.stop()
         session.serve_error_logs = serve.error_logs()
+        for excerpt in serve.error_excerpts():
+            print(f"serve logged: {excerpt}")
         session.elapsed_s = round(time.monotonic() - origin, 1)
 
 

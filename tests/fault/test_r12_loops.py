@@ -9,7 +9,9 @@ order.
 
 The negative control runs the same chaos against workers whose checkpoint writes the step
 and the run's new frontier in two statements: a kill between them makes the parent start its
-loop again, and the count must find items that ran twice.
+loop again, and the count must find items that ran twice. The window is one checkpoint per
+parent (the one that inserts its items), too rare for random kills to hit on every machine,
+so the first worker to commit such a checkpoint kills itself inside the window.
 """
 
 from __future__ import annotations
@@ -25,13 +27,35 @@ import pytest
 
 from agentflow.engine import Engine
 from tests.fault.checks import print_verdict
-from tests.fault.test_graph_kills import TWO_STATEMENTS
 from tests.fault.test_r1_kills import chaos_report, run_chaos
 from tests.support.recording_server import RecordingServer
 
 pytestmark = pytest.mark.fault
 
 ITEMS = 1000
+
+# The checkpoint that inserts a loop's items writes them with the run's old state, and the
+# first worker to get there dies before a second statement would write the new one.
+KILL_INSIDE_THE_WINDOW = """
+import os, signal
+from dataclasses import replace
+import agentflow.store.runs as runs
+_real = runs.checkpoint
+async def _two_statements(pool, ws, run_id, token, owner, run, step, effects=runs.Effects()):
+    if not effects.children:
+        return await _real(pool, ws, run_id, token, owner, run, step, effects)
+    old = await pool.fetchval("SELECT state FROM runs WHERE id = $1", run_id)
+    done = await _real(pool, ws, run_id, token, owner, replace(run, state=old), step, effects)
+    if done is not None:
+        try:
+            os.close(os.open({marker!r}, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            os.kill(os.getpid(), signal.SIGKILL)
+        except FileExistsError:
+            pass
+        await pool.execute("UPDATE runs SET state = $2 WHERE id = $1 AND fencing_token = $3", run_id, run.state, token)
+    return done
+runs.checkpoint = _two_statements
+"""
 
 
 def loop_flow(name: str, items: int) -> dict[str, Any]:
@@ -124,13 +148,16 @@ async def test_r12_negative_control_finds_items_run_twice_when_progress_is_not_a
     seed = int(os.environ.get("AGENTFLOW_FAULT_SEED") or random.SystemRandom().randrange(1, 10**6))
     print(f"\nR12 negative seed={seed}")
     await engine.publish_workflow(loop_flow("r12neg", 100))
+    marker = log_dir / "killed-inside-the-window"
     chaos = await run_chaos(
         engine, recorder, log_dir, flow="r12neg", runs=3, seed=seed, start_rate=1.0, deadline=180.0,
-        require_coverage=False, prelude=TWO_STATEMENTS, probability=0.002,
+        require_coverage=False, prelude=KILL_INSIDE_THE_WINDOW.format(marker=str(marker)),
+        probability=0.002,
     )  # fmt: skip
     verdict = await count(engine.db.pool, chaos.run_ids, 100)
     verdict.update(chaos_report(chaos))
     print_verdict("R12 negative", verdict)
+    assert marker.exists(), "no worker reached the window: the control proved nothing"
     assert (
         verdict["duplicated"]["items_completed_twice"] + verdict["duplicated"]["item_step_checkpoints"] >= 1
     ), verdict

@@ -338,6 +338,8 @@ async def test_r3_storage_faults_lose_and_duplicate_no_event_run_start_or_checkp
     acked = {m for r in results for m in r["answers"]}
     recovered = len(acked - set(created_answers))
     ingest_commits_failed = proxy.faults("ingest", COMMITTED_BUT_FAILED)
+    for excerpt in serve.error_excerpts():
+        print(f"serve logged: {excerpt}")
     verdict["unexpected"].update(
         keys_with_two_active_runs_sampled=sampled["keys_with_two_active_runs"],
         serve_exit_code=serve_exit,

@@ -92,3 +92,18 @@ class ServeProcess:
             if match and match["level"] in ("ERROR", "CRITICAL"):
                 found[match["logger"]] += 1
         return dict(found)
+
+    def error_excerpts(self, limit: int = 5) -> list[str]:
+        """The first ERROR records with the last line of each traceback, to say *what* failed."""
+        lines = self.stderr().splitlines()
+        excerpts: list[str] = []
+        for i, line in enumerate(lines):
+            match = _LOG_RECORD.match(line)
+            if not match or match["level"] not in ("ERROR", "CRITICAL"):
+                continue
+            tail = next((t for t in lines[i + 1 :] if _LOG_RECORD.match(t)), None)
+            block = lines[i + 1 : lines.index(tail, i + 1)] if tail is not None else lines[i + 1 :]
+            excerpts.append(line + (f" | {block[-1].strip()}" if block else ""))
+            if len(excerpts) == limit:
+                break
+        return excerpts
