@@ -11,7 +11,7 @@ import json
 import statistics
 import time
 from collections import Counter, defaultdict
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -155,6 +155,9 @@ class Orphan:
         death: the death.
         reclaimed_at: ``time.monotonic()`` of the first poll that saw a newer token.
         reclaimed_db: the database clock at that poll.
+        no_claimer_db: the database clock at the last poll before the re-claim that found
+            no live, ready worker (every worker dead or still starting): nothing could
+            claim the run then, so its rescue is timed from no earlier than this.
     """
 
     run_id: UUID
@@ -163,6 +166,7 @@ class Orphan:
     death: Death
     reclaimed_at: float | None = None
     reclaimed_db: datetime | None = None
+    no_claimer_db: datetime | None = None
 
     @property
     def since_death(self) -> float | None:
@@ -176,6 +180,15 @@ class Orphan:
             return None
         return (self.reclaimed_db - self.lease_expires_at).total_seconds()
 
+    @property
+    def after_claimable(self) -> float | None:
+        """Seconds (database clock) from when a live worker could have re-claimed the run
+        (its lease expired and a worker was ready) to the re-claim being observed."""
+        if self.reclaimed_db is None:
+            return None
+        since = max(self.lease_expires_at, self.no_claimer_db or self.lease_expires_at)
+        return max((self.reclaimed_db - since).total_seconds(), 0.0)
+
 
 @dataclass
 class LeaseMonitor:
@@ -186,10 +199,13 @@ class LeaseMonitor:
     2/3 of its TTL left at any moment, so none can have been re-claimed yet). A re-claim is
     observed as a higher ``fencing_token`` (every claim bumps it), at most one poll period
     after it happened: the latencies reported are upper bounds of the true ones.
+    ``claimer_ready`` says whether some worker is alive and ready to claim (on a loaded
+    machine a respawned worker takes seconds to start; no guarantee runs without one).
     """
 
     pool: asyncpg.Pool
     period: float = 0.1
+    claimer_ready: Callable[[], bool] = lambda: True
     orphans: list[Orphan] = field(default_factory=list)
     pending: list[Death] = field(default_factory=list)
     polls: int = 0
@@ -211,22 +227,28 @@ class LeaseMonitor:
             if death is not None and row["status"] == "in_progress":
                 self.orphans.append(Orphan(row["id"], row["fencing_token"], row["lease_expires_at"], death))
         by_id = {row["id"]: row for row in rows}
+        ready = self.claimer_ready()
         for orphan in self.orphans:
             row = by_id.get(orphan.run_id)
             if orphan.reclaimed_at is None and row is not None and row["fencing_token"] > orphan.token:
                 orphan.reclaimed_at = now
                 orphan.reclaimed_db = row["db_now"]
+            elif orphan.reclaimed_at is None and row is not None and not ready:
+                orphan.no_claimer_db = row["db_now"]
         return list(rows)
 
     def summary(self) -> dict[str, Any]:
         done = [o for o in self.orphans if o.reclaimed_at is not None]
         since = [o.since_death for o in done if o.since_death is not None]
         after = [o.after_expiry for o in done if o.after_expiry is not None]
+        claimable = [o.after_claimable for o in done if o.after_claimable is not None]
         return {
             "orphaned_runs": len(self.orphans),
             "never_reclaimed": len(self.orphans) - len(done),
             "since_death_s": _figures(since),
             "after_lease_expiry_s": _figures(after),
+            "after_a_worker_could_claim_s": _figures(claimable),
+            "waited_for_a_ready_worker": sum(1 for o in self.orphans if o.no_claimer_db is not None),
         }
 
 

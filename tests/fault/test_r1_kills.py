@@ -137,6 +137,7 @@ async def run_chaos(
             fired.add(death.cause.removeprefix("failpoint:"))
 
     supervisor = Supervisor(spawn, slots=2, on_death=on_death)
+    monitor.claimer_ready = lambda: any(w.alive() and w.ready() for w in supervisor.workers)
     run_ids: list[UUID] = []
     stop = asyncio.Event()
     chaos = Chaos(seed, run_ids, supervisor, monitor, 0.0)
@@ -240,17 +241,26 @@ async def test_r1_kills_lose_nothing_and_duplicate_nothing_engine_owned(
     assert chaos.test_kills >= MIN_TEST_KILLS
     # Unkeyed effects are at least once (duplicates are allowed and reported above).
     assert verdict["at_least_once"]["unkeyed_calls"] >= len(chaos.run_ids)
-    # Every run a dead worker held was re-claimed, within lease TTL + 5 s of the death and
-    # within 5 s (database clock) of the lease the dead worker had last extended.
+    # Every run a dead worker held was re-claimed within 5 s (database clock) of the moment a
+    # worker could take it: its lease (at most one TTL after the death) had expired and a
+    # worker was alive and ready (when failpoints take both down, the next generation may
+    # take seconds to start on a busy machine; no rescue happens without a worker).
     rescue = chaos.monitor.summary()
     assert rescue["orphaned_runs"] > 0, "no kill hit a run in flight: the test proved nothing"
     assert rescue["never_reclaimed"] == 0
     late = [
-        (str(o.run_id), round(o.since_death or 0, 2), round(o.after_expiry or 0, 2))
+        (
+            str(o.run_id),
+            round(o.since_death or 0, 2),
+            round(o.after_expiry or 0, 2),
+            round(o.after_claimable or 0, 2),
+        )
         for o in chaos.monitor.orphans
-        if (o.since_death or 0) > LEASE_TTL + RESCUE_SLACK or (o.after_expiry or 0) > RESCUE_SLACK
+        if (o.after_claimable or 0) > RESCUE_SLACK
     ]
-    assert late == [], f"seed {seed}: runs re-claimed late (run, since death, after expiry): {late}"
+    assert late == [], (
+        f"seed {seed}: runs re-claimed late (run, since death, after expiry, after claimable): {late}"
+    )
 
 
 @pytest.mark.timeout(180)
