@@ -33,11 +33,13 @@ from agentflow.core.definitions import (
     validate_config,
 )
 from agentflow.core.errors import ConflictError, NotFoundError
+from agentflow.core.graph.code_nodes import refuse_code_steps
 from agentflow.core.ids import DEFAULT_WORKSPACE as DEFAULT_WORKSPACE
 from agentflow.core.records import RunRecord, StepRecord, VersionRecord, WorkflowRecord
 from agentflow.core.run_filters import RunFilter
 from agentflow.core.state_definition import check_start_state
 from agentflow.core.tools import ToolRegistry
+from agentflow.credentials import Credentials
 from agentflow.eventlog import EventLog
 from agentflow.governance import Governance
 from agentflow.human_requests import HumanRequests
@@ -78,9 +80,9 @@ class Engine:
         self.keys = AccessKeys(db)
         self.governance = Governance(db, self._configs)
         self.requests = HumanRequests(db, self.governance.decide)
-        self.webhooks = Webhooks(
-            db, self._configs, functools.partial(sealing_key, settings, embedded is not None)
-        )
+        self._sealing_key = functools.partial(sealing_key, settings, embedded is not None)
+        self.webhooks = Webhooks(db, self._configs, self._sealing_key)
+        self.credentials = Credentials(db, self._sealing_key, settings.http_allow_list)
 
     @classmethod
     @asynccontextmanager
@@ -139,9 +141,12 @@ class Engine:
             draft / enabled: set the workflow's flags (None keeps them).
 
         Raises:
-            ConfigError: the config is invalid (every offending path is listed).
+            ConfigError: the config is invalid (every offending path is listed), or it has
+                ``run_code`` nodes while code steps are off (``run_code_disabled``).
         """
         parsed = _parse(config)
+        if self.settings.run_code == "off" and isinstance(parsed, StructuredConfig):
+            refuse_code_steps(parsed.nodes)
         document = config_document(parsed)
         return await workflows.publish(
             self.db.pool, workspace_id, name=parsed.name, kind=parsed.kind, document=document,
@@ -399,7 +404,7 @@ class Engine:
         answers every model call (default: each workflow's ``model``)."""
         return Worker(
             self.db, self.settings, concurrency=concurrency, tools=tools, dispatch=dispatch, gate=gate,
-            model=model,
+            model=model, sealing_key=self._sealing_key,
         )  # fmt: skip
 
     async def run_worker(self, *, concurrency: int | None = None, until_idle: bool = False) -> None:

@@ -76,6 +76,12 @@ class Settings(BaseSettings):
             the workflow's model provider when it makes embeddings (OpenAI, Gemini), else
             keyword search only. ``local``: all-MiniLM-L6-v2 on the CPU for every search
             (needs the ``local-embeddings`` extra; start-up fails without it).
+        run_code: whether ``run_code`` nodes may run: ``off`` (default: publishing one is
+            refused), ``on`` (in the strongest sandbox the worker can build), ``isolated``
+            (only where the worker can build the namespace sandbox; elsewhere the step fails
+            with ``code_sandbox_unavailable``). See docs/security.md, "Code steps".
+        run_code_python: the interpreter of Python code (default: the worker's own Python).
+        run_code_node: the Node.js binary of JavaScript code (default: ``node`` on PATH).
     """
 
     model_config = SettingsConfigDict(env_prefix="AGENTFLOW_", extra="ignore")
@@ -118,6 +124,9 @@ class Settings(BaseSettings):
     workspace_daily_usd: float = Field(default=0.0, ge=0)
     workspace_daily_tokens: int = Field(default=0, ge=0)
     embeddings: Literal["provider", "local"] = "provider"
+    run_code: Literal["off", "on", "isolated"] = "off"
+    run_code_python: str | None = None
+    run_code_node: str | None = None
 
     @property
     def import_modules(self) -> list[str]:

@@ -65,6 +65,10 @@ DECLARED_COLUMNS = {
         "assignees", "channels", "timeout_action", "response", "responded_via",
     },
     "workspace_budgets": {"workspace_id", "daily_usd", "daily_tokens", "updated_at"},
+    "credentials": {
+        "id", "workspace_id", "name", "kind", "metadata", "secret", "secret_fields", "token_expires_at", "version",
+        "refresh_owner", "refresh_until", "created_at", "updated_at",
+    },
     "workspace_usage": {
         "workspace_id", "day", "input_tokens", "output_tokens", "cached_input_tokens", "usd_cost", "model_calls",
     },

@@ -49,7 +49,8 @@ FLOW = {
 # Operations whose input the engine validates beyond what JSON Schema can state: free-form
 # JSON (payloads, event data, attributes, metadata) must fit PostgreSQL (64-bit integers, no
 # NUL: 400 `number_out_of_range`, `unstorable_text`), and configs, payloads, events, documents,
-# queries, report periods and answers to requests have meaning (422 `config_invalid`, `payload_invalid`,
+# queries, report periods, answers to requests and credentials (a token URL that does not parse, a
+# header the HTTP client owns) have meaning (422 `config_invalid`, `payload_invalid`,
 # `event_invalid`, `knowledge_invalid`, `knowledge_query_invalid`, `account_query_invalid`,
 # `report_period_invalid`...). For these, a schema-valid request may get those documented
 # answers; every other check, and every other operation, keeps schemathesis's defaults.
@@ -71,7 +72,14 @@ SEMANTIC: dict[str, list[int]] = {
     "POST /api/private/trigger/{workflow_id}": [400, 422],
     "POST /api/public/trigger/{workflow_id}": [400, 422],
     "POST /api/public/trigger/{public_api_key}/{workflow_id}": [400, 422],
+    "POST /api/credentials": [422],
+    "PUT /api/credentials/{name}": [422],
 }
+COVERED_ELSEWHERE = ["POST /api/credentials", "PUT /api/credentials/{name}"]
+"""Operations left out of the coverage phase, to keep the run within its time: the bodies of
+the five credential kinds make some 660 coverage cases (~50 s on 2 cores). The fuzzing and
+stateful phases still send them; tests/integration/test_credentials_api.py sends the refused
+values (and tests/unit/test_credentials_core.py checks each field's)."""
 ACCEPTED = ["2xx", "3xx", "401", "403", "404", "409", "429"]
 """positive_data_acceptance's default expected statuses, without its tolerance of 5xx."""
 
@@ -125,6 +133,10 @@ def run_schemathesis(base_url: str, headers: dict[str, str], auth: str, *, cover
                     },
                 }
                 for name, statuses in SEMANTIC.items()
+            ]
+            + [
+                {"include-name": name, "phases": {"coverage": {"enabled": False}}}
+                for name in COVERED_ELSEWHERE
             ],
             "request-timeout": 30,
         }

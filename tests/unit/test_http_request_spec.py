@@ -81,7 +81,8 @@ def node_of(**fields: Any) -> HttpRequestNode:
         (request(expect=[True]), "nodes[0].expect[0]", "True is not a status"),
         (request(expect=[{"from": 200}]), "nodes[0].expect[0]", "not a status"),
         (request(response="xml"), "nodes[0].response", "'auto', 'json' or 'text'"),
-        (request(credential="crm-api"), "nodes[0].credential", "credential references are not available yet"),
+        (request(credential="crm api"), "nodes[0].credential", "should match pattern"),
+        (request(credential="{{ payload.name }}"), "nodes[0].credential", "should match pattern"),
         (request(timeout="soon"), "nodes[0].timeout", "duration"),
         (request(params={"a": "1"}), "nodes[0].params", "Extra inputs are not permitted"),
     ],
@@ -102,7 +103,8 @@ def test_a_full_config_is_kept_with_json_under_its_own_name() -> None:
         "response": "json",
         "timeout": "10s",
     }
-    node = node_of(**fields, credential=None)
+    node = node_of(**fields, credential="crm-api")
+    assert node.credential == "crm-api"
     assert node.json_body == {"sku": "{{ payload.sku }}", "qty": 2}
     config = validate_config({"name": "h", "kind": "structured", "nodes": [request(**fields)]})
     stored = config_document(config)["nodes"][0]

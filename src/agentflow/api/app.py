@@ -10,6 +10,7 @@ from starlette.middleware.cors import CORSMiddleware
 import agentflow
 from agentflow.api import (
     accounts,
+    credentials,
     errors,
     events,
     governance,
@@ -88,6 +89,7 @@ def create_app(
         accounts,
         triggers,
         keys,
+        credentials,
         tasks,
         knowledge,
         reports,

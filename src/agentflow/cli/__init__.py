@@ -10,6 +10,7 @@ from agentflow.cli import (
     accounts,
     approvals,
     bench,
+    credentials,
     db,
     demo,
     events,
@@ -42,6 +43,7 @@ app.add_typer(accounts.app, name="accounts")
 app.add_typer(approvals.app, name="approvals")
 app.add_typer(approvals.budget_app, name="budget")
 app.add_typer(keys.app, name="keys")
+app.add_typer(credentials.app, name="credentials")
 app.add_typer(triggers.app, name="triggers")
 app.command("worker")(worker.worker)
 app.command("serve")(serve.serve)

@@ -124,6 +124,11 @@ class NodeSpec(BaseModel):
         """What the kind declares its ``port`` sends (a kind may derive it from its config)."""
         return self.result_schema
 
+    def step_limit(self) -> timedelta | None:
+        """The time limit this node sets on its step: its ``timeout`` (a kind whose ``timeout``
+        bounds only part of the step's work may allow the step more)."""
+        return self.timeout
+
     @field_validator("timeout", mode="before")
     @classmethod
     def _timeout(cls, value: Any) -> timedelta | None:

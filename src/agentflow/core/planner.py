@@ -217,8 +217,8 @@ def retry_policy(config: StructuredConfig, node: NodeSpec) -> RetryPolicy:
 
 
 def step_timeout(config: StructuredConfig, node: NodeSpec, tool_timeout: timedelta | None) -> float:
-    """Seconds a step may run: the node's timeout, else the tool's, else the workflow's."""
-    return (node.timeout or tool_timeout or config.timeout).total_seconds()
+    """Seconds a step may run: the node's limit (its timeout), else the tool's, else the workflow's."""
+    return (node.step_limit() or tool_timeout or config.timeout).total_seconds()
 
 
 def on_success(

@@ -31,6 +31,7 @@ import httpcore
 import httpx
 
 from agentflow.integrations.allow_list import AllowList
+from agentflow.integrations.bound_auth import CREDENTIAL_EXTENSION, BoundAuth
 from agentflow.integrations.destinations import (
     DestinationGuard,
     ResolutionFailed,
@@ -182,7 +183,8 @@ class GuardedTransport(httpx.AsyncBaseTransport):
         )
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        """Send one hop: refuse a bad scheme, bound the exchange, bound the body."""
+        """Send one hop: refuse a bad scheme, add a credential bound to the hop's origin (see
+        ``bound_auth``), bound the exchange, bound the body."""
         if request.url.scheme not in ("http", "https"):
             raise BlockedDestination(
                 f"refused a {request.url.scheme!r} URL: only http and https are allowed",
@@ -192,15 +194,14 @@ class GuardedTransport(httpx.AsyncBaseTransport):
         loop = asyncio.get_running_loop()
         # The first hop fixes the deadline; redirect hops carry the same extensions.
         deadline = float(request.extensions.setdefault(DEADLINE_EXTENSION, loop.time() + self._timeout))
+        url, headers = request.url, request.headers
+        bound = request.extensions.get(CREDENTIAL_EXTENSION)
+        if isinstance(bound, BoundAuth) and bound.applies_to(url):  # only hops to its own origin
+            url, headers = bound.apply(url, headers)
         core_request = httpcore.Request(
             method=request.method,
-            url=httpcore.URL(
-                scheme=request.url.raw_scheme,
-                host=request.url.raw_host,
-                port=request.url.port,
-                target=request.url.raw_path,
-            ),
-            headers=_bounded_accept_encoding(request.headers),
+            url=httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path),
+            headers=_bounded_accept_encoding(headers),
             content=request.stream,
             extensions=request.extensions,
         )

@@ -18,6 +18,8 @@ from agentflow.core.step_context import StepContext
 from agentflow.core.templating import copied, has_templates, render
 from agentflow.core.tools import ToolRegistry
 from agentflow.integrations.mcp_client import McpConnector
+from agentflow.integrations.sandbox import CodeSandbox
+from agentflow.nodes.credential_access import CredentialAccess
 from agentflow.nodes.model_access import ModelAccess
 from agentflow.nodes.rendering import call_rendering
 from agentflow.nodes.threads import ToolThreads
@@ -39,6 +41,9 @@ class NodeEnv:
         mcp: the worker's MCP connector (None: ``mcp_tool`` nodes connect without the worker's
             HTTP allow-list, so only public HTTP servers and stdio servers).
         mcp_servers: the run's workflow's ``mcp_servers``.
+        code: the worker's code sandbox (None: code steps are off, ``run_code_disabled``).
+        credentials: the workspace credential store (None: nodes that name a credential fail
+            with ``credentials_unavailable``).
     """
 
     tools: ToolRegistry
@@ -51,6 +56,8 @@ class NodeEnv:
     asked: int | None = None
     mcp: McpConnector | None = None
     mcp_servers: tuple[McpServer, ...] = ()
+    code: CodeSandbox | None = None
+    credentials: CredentialAccess | None = None
 
     async def render(self, value: Any, node: str, field: str) -> Any:
         """``value`` with its templates rendered in the template context, off the event loop

@@ -10,6 +10,12 @@ become ``StepFailure`` codes with a solution, which the node's ``error`` port ca
 
 Messages and error details name the URL's origin (``scheme://host:port``) only: paths and
 queries often hold secrets (a webhook's token), and errors end up in logs and the console.
+
+A node's ``credential`` is resolved from the workspace's credential store when the step runs
+(``agentflow.nodes.credential_access``) and added by the guarded transport to hops to the
+URL's origin only; the step records its name, never what it adds, and its secrets are
+scrubbed from the recorded output and errors. After a 401 with an OAuth2 credential the
+token is refreshed once and the request sent once more.
 """
 
 from __future__ import annotations
@@ -28,10 +34,12 @@ from agentflow.core.node_specs import NodeSpec
 from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
 from agentflow.core.templating import has_templates
+from agentflow.integrations.bound_auth import CREDENTIAL_EXTENSION, BoundAuth
 from agentflow.integrations.guarded_http import DEADLINE_EXTENSION
 from agentflow.integrations.http_errors import origin_of
 from agentflow.llm.retrying import retry_after_seconds
 from agentflow.nodes.base import BaseRunner, NodeEnv
+from agentflow.nodes.credential_access import Resolved, scrubbed, scrubbed_failure
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 EXCERPT_CHARS = 1000
@@ -54,7 +62,7 @@ class HttpRequestRunner(BaseRunner):
 
     async def run(self, node: NodeSpec, ctx: StepContext, env: NodeEnv) -> tuple[Any, NodeResult]:
         """``{status, headers, body}`` of the answer is the output; the rendered request, its
-        secret-looking headers redacted, is the step's input."""
+        secret-looking headers redacted and its credential by name only, is the step's input."""
         assert isinstance(node, HttpRequestNode)
         if env.http is None:
             raise StepFailure(
@@ -65,22 +73,69 @@ class HttpRequestRunner(BaseRunner):
                 solution="Run the workflow on an agentflow worker (agentflow worker).",
             )
         request = await _render(node, ctx, env)
+        used: list[Resolved] = []
         try:
-            response = await env.http.request(request.method, request.target(), **request.send_options())
-        except Exception as exc:  # the guarded client's refusals and every transport failure
-            failure = _transport_failure(exc, node, request)
-            if failure is None:
+            response = await _exchange(env.http, node, ctx, env, request, used)
+            status = response.status_code
+            if not node.accepts(status):
+                raise _status_failure(node, request, response)
+            output = {
+                "status": status,
+                "headers": dict(response.headers.items()),
+                "body": _body(node, request, response),
+            }
+        except StepFailure as exc:
+            if not used:
                 raise
-            raise failure from None
-        status = response.status_code
-        if not node.accepts(status):
-            raise _status_failure(node, request, response)
-        output = {
-            "status": status,
-            "headers": dict(response.headers.items()),
-            "body": _body(node, request, response),
-        }
-        return request.logged(), NodeResult(output=output)
+            raise scrubbed_failure(exc, used) from None
+        # A server that echoes the credential back must not get it into the step's record.
+        return request.logged(), NodeResult(output=scrubbed(output, used))
+
+
+async def _exchange(
+    http: httpx.AsyncClient, node: HttpRequestNode, ctx: StepContext, env: NodeEnv, request: _Request,
+    used: list[Resolved],
+) -> httpx.Response:  # fmt: skip
+    """Send the request, with its credential when it names one; after a 401 with an OAuth2
+    credential, refresh the token once and send once more (``used`` collects the credentials
+    sent, whose secrets are scrubbed from what the step records)."""
+    options = request.send_options()  # one deadline for both sends
+    if node.credential is None:
+        return await _send(http, node, request, options, None)
+    if env.credentials is None:
+        raise StepFailure(
+            "credentials_unavailable",
+            f"http_request node {node.id!r}: this worker was started without access to credentials",
+            retryable=False,
+            details={"node": node.id, "credential": node.credential},
+            solution="Run the workflow on an agentflow worker (agentflow worker).",
+        )
+    credential = await env.credentials.resolve(ctx.workspace_id, node.credential, node.id)
+    used.append(credential)
+    response = await _send(http, node, request, options, credential)
+    if response.status_code == 401 and credential.refreshable:
+        credential = await env.credentials.refreshed(ctx.workspace_id, node.credential, node.id, credential)
+        used.append(credential)
+        response = await _send(http, node, request, options, credential)
+    return response
+
+
+async def _send(
+    http: httpx.AsyncClient, node: HttpRequestNode, request: _Request, options: dict[str, Any],
+    credential: Resolved | None,
+) -> httpx.Response:  # fmt: skip
+    target = request.target()
+    if credential is not None:
+        # Added by the guarded transport on hops to this origin only (see ``bound_auth``).
+        bound = BoundAuth.for_url(target, credential.applied.headers, credential.applied.query)
+        options = {**options, "extensions": {**options.get("extensions", {}), CREDENTIAL_EXTENSION: bound}}
+    try:
+        return await http.request(request.method, target, **options)
+    except Exception as exc:  # the guarded client's refusals and every transport failure
+        failure = _transport_failure(exc, node, request)
+        if failure is None:
+            raise
+        raise failure from None
 
 
 @dataclass(frozen=True)
@@ -96,6 +151,7 @@ class _Request:
     content: str | None
     logged_body: tuple[str, Any] | None
     limit: float | None
+    credential: str | None = None
 
     @property
     def origin(self) -> str:
@@ -123,9 +179,12 @@ class _Request:
         return options
 
     def logged(self) -> dict[str, Any]:
-        """What the step records as its input: the request, secret-looking headers redacted."""
+        """What the step records as its input: the request, secret-looking headers redacted, its
+        credential by name (what the credential adds is never part of it)."""
         headers = {k: REDACTED if _SECRET_HEADER.search(k) else v for k, v in self.headers.items()}
         doc: dict[str, Any] = {"method": self.method, "url": self.url, "headers": headers}
+        if self.credential is not None:
+            doc["credential"] = self.credential
         if self.query:
             doc["query"] = self.query
         if self.logged_body is not None:
@@ -158,8 +217,6 @@ async def _render(node: HttpRequestNode, ctx: StepContext, env: NodeEnv) -> _Req
                 solution="Strip line breaks from the value the header's template renders.",
             )
         headers[name] = text
-    # The place for credentials (issue 13, a later increment): a node's ``credential`` will
-    # be resolved from the credential store into headers here, never into the step's input.
     if not any(name.lower() == IDEMPOTENCY_HEADER.lower() for name in headers):
         headers[IDEMPOTENCY_HEADER] = ctx.idempotency_key
     query = _fields(await env.render(node.query, node.id, "query")) if node.query else {}
@@ -183,7 +240,9 @@ async def _render(node: HttpRequestNode, ctx: StepContext, env: NodeEnv) -> _Req
         seconds = node.timeout.total_seconds()
         # A little before the step's own limit, so the failure names the exchange (http_timeout).
         limit = max(seconds * 0.9, seconds - 1.0)
-    return _Request(node.id, node.method, url, headers, query, form, content, logged_body, limit)
+    return _Request(
+        node.id, node.method, url, headers, query, form, content, logged_body, limit, node.credential
+    )
 
 
 def _field_text(value: Any) -> str:

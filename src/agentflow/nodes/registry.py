@@ -17,6 +17,7 @@ from agentflow.nodes.llm import LlmRunner
 from agentflow.nodes.looping import ForEachRunner
 from agentflow.nodes.mcp_tool import McpToolRunner
 from agentflow.nodes.merge import MergeRunner
+from agentflow.nodes.run_code import RunCodeRunner
 from agentflow.nodes.tool import ToolRunner
 from agentflow.nodes.user_input import UserInputRunner
 from agentflow.nodes.wait import WaitRunner
@@ -39,6 +40,7 @@ RUNNERS: dict[str, NodeRunner] = {
         HttpRequestRunner(),
         McpToolRunner(),
         UserInputRunner(),
+        RunCodeRunner(),
     )
 }
 

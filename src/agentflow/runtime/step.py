@@ -192,6 +192,8 @@ async def run_activation(
         http=tools_env.http,
         mcp=tools_env.mcp,
         mcp_servers=tuple(config.mcp_servers or ()),
+        code=tools_env.code,
+        credentials=tools_env.credentials,
         inbox=cursor.inbox,
         asked=activation.asked,
         template_context={

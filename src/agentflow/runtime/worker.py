@@ -15,6 +15,7 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 from uuid import UUID
@@ -27,8 +28,10 @@ from agentflow.core.inbox import EMPTY
 from agentflow.core.records import RunRecord
 from agentflow.core.statuses import RunStatus
 from agentflow.core.tools import ToolRegistry, default_registry
+from agentflow.integrations.sandbox import CodeSandbox
 from agentflow.llm.base import ModelProvider
 from agentflow.nodes.base import NodeEnv
+from agentflow.nodes.credential_access import CredentialAccess
 from agentflow.nodes.threads import ToolThreads
 from agentflow.runtime import agent_step, metrics, step
 from agentflow.runtime.agent_setup import build_agent_env, node_models
@@ -41,6 +44,7 @@ from agentflow.runtime.gatekeeper import EventGate, Gatekeeper
 from agentflow.runtime.notifier import Notifier
 from agentflow.runtime.scheduler import Scheduler
 from agentflow.settings import Settings
+from agentflow.settings import sealing_key as settings_sealing_key
 from agentflow.store import inbox, loops, reads, runs
 from agentflow.store.database import UNAVAILABLE_ERRORS, Database, unavailable
 
@@ -79,6 +83,8 @@ class Worker:
             ``agentflow.agent.gate.ModelGate``).
         model: answer every model call of agent runs and the gate with this provider (tests,
             the demo); by default each workflow's ``model`` decides.
+        sealing_key: returns the key credentials are sealed with (default: the settings', see
+            ``settings.sealing_key``).
     """
 
     def __init__(
@@ -92,6 +98,7 @@ class Worker:
         dispatch: bool = True,
         gate: EventGate | None = None,
         model: ModelProvider | None = None,
+        sealing_key: Callable[[], bytes] | None = None,
     ) -> None:
         self.db = db
         self.settings = settings
@@ -108,6 +115,13 @@ class Worker:
             models=node_models(self.agents),
             http=self.agents.http,
             mcp=self.agents.mcp,
+            code=code_sandbox(settings),
+            credentials=CredentialAccess(
+                db.pool,
+                sealing_key
+                or functools.partial(settings_sealing_key, settings, settings.database_url is None),
+                self.agents.http,
+            ),
         )
         gate = gate or ModelGate(self.agents.model, self.agents.prices)
         self._wake = asyncio.Event()
@@ -405,3 +419,14 @@ class Worker:
             for claim in held:
                 if claim.run_id not in kept:
                     claim.cancel_steps()  # lease lost: stop wasting work; the fence rejects it anyway
+
+
+def code_sandbox(settings: Settings) -> CodeSandbox | None:
+    """The sandbox of code steps as the operator set it up, or None while they are off."""
+    if settings.run_code == "off":
+        return None
+    return CodeSandbox(
+        require_namespaces=settings.run_code == "isolated",
+        python=settings.run_code_python,
+        node=settings.run_code_node,
+    )

@@ -6,8 +6,10 @@
 
 What is checked here, at publish: the method, the shape of each field, that a URL written
 without templates is an http(s) URL with a host (and that one whose scheme is written out
-says http or https), header names, and the ``expect`` patterns. What the URL resolves to is
-checked when the request is sent (``agentflow.integrations.guarded_http``).
+says http or https), header names, the ``expect`` patterns and the form of a ``credential``
+name. What the URL resolves to is checked when the request is sent
+(``agentflow.integrations.guarded_http``); that the credential exists, when the step runs, so a
+workflow can be published before its credentials are stored.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
+from agentflow.core.credentials import NAME_PATTERN as CREDENTIAL_NAME
 from agentflow.core.node_specs import ANY, NodeSpec, register_node_spec
 
 MAX_URL = 8_000
@@ -153,8 +156,10 @@ class HttpRequestNode(NodeSpec):
     )
     credential: str | None = Field(
         default=None,
-        max_length=200,
-        description="A stored credential to authenticate with (not available yet).",
+        max_length=100,
+        pattern=CREDENTIAL_NAME,
+        description="The name of a workspace credential to authenticate with (checked when the step"
+        " runs: credential_not_found); it is added to requests to the URL's origin only.",
     )
 
     @field_validator("url")
@@ -173,18 +178,6 @@ class HttpRequestNode(NodeSpec):
                 raise ValueError(f"{name!r} is not a header name (letters, digits and !#$%&'*+.^_`|~-)")
             if name.lower() in _FORBIDDEN_HEADERS:
                 raise ValueError(f"the {name!r} header is set by the HTTP client, not by a workflow")
-        return value
-
-    @field_validator("credential")
-    @classmethod
-    def _credential(cls, value: str | None) -> str | None:
-        # The place for credential references: resolved from the credential store into
-        # headers by the runner (``agentflow.nodes.http_request``) once that store exists.
-        if value is not None:
-            raise ValueError(
-                "credential references are not available yet; until they are, pass a secret "
-                "through the run's input or state into 'headers'"
-            )
         return value
 
     @model_validator(mode="after")
