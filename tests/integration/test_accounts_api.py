@@ -12,7 +12,7 @@ import pytest
 from agentflow.api.app import create_app
 from agentflow.api.deps import WORKSPACE_HEADER
 from agentflow.engine import Engine
-from tests.support.cli import cli_env, run_cli
+from tests.support.cli import cli_env, invoke_cli
 from tests.support.http_server import error_code, serve
 
 ACCOUNTS = "/api/accounts"
@@ -110,7 +110,7 @@ async def test_another_workspaces_account_is_404(client: httpx.AsyncClient, engi
 
 async def test_cli_sets_shows_and_lists(engine: Engine, database_url: str) -> None:
     env = cli_env(database_url)
-    made = run_cli(["accounts", "set", "acme", "--name", "Acme", "--owner", "dana@example.com",
+    made = invoke_cli(["accounts", "set", "acme", "--name", "Acme", "--owner", "dana@example.com",
                     "--attr", "plan=enterprise", "--attr", "seats=40", "--attr", 'tags=["a","b"]'], env)  # fmt: skip
     assert made.returncode == 0, made.stdout + made.stderr
     assert (await engine.accounts.get("acme")).attributes == {
@@ -118,16 +118,16 @@ async def test_cli_sets_shows_and_lists(engine: Engine, database_url: str) -> No
         "seats": 40,
         "tags": ["a", "b"],
     }
-    dropped = run_cli(["accounts", "set", "acme", "--attr", "seats=null"], env)
+    dropped = invoke_cli(["accounts", "set", "acme", "--attr", "seats=null"], env)
     assert dropped.returncode == 0 and "seats" not in (await engine.accounts.get("acme")).attributes
-    shown = run_cli(["accounts", "show", "acme"], env)
+    shown = invoke_cli(["accounts", "show", "acme"], env)
     assert shown.returncode == 0 and "Acme" in shown.stdout and "dana@example.com" in shown.stdout
     assert 'plan: "enterprise"' in shown.stdout
-    listed = run_cli(["accounts", "list"], env)
+    listed = invoke_cli(["accounts", "list"], env)
     assert listed.returncode == 0 and "acme" in listed.stdout
-    bad = run_cli(["accounts", "set", "acme", "--owner", "dana@"], env)
+    bad = invoke_cli(["accounts", "set", "acme", "--owner", "dana@"], env)
     assert bad.returncode == 1 and "account_invalid" in bad.stderr and "Traceback" not in bad.stderr
-    malformed = run_cli(["accounts", "set", "acme", "--attr", "noequals"], env)
+    malformed = invoke_cli(["accounts", "set", "acme", "--attr", "noequals"], env)
     assert malformed.returncode == 2 and "invalid_attribute" in malformed.stderr
-    missing = run_cli(["accounts", "show", "nope"], env)
+    missing = invoke_cli(["accounts", "show", "nope"], env)
     assert missing.returncode == 1 and "account_not_found" in missing.stderr

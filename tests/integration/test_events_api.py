@@ -11,7 +11,7 @@ import pytest
 
 from agentflow.api.app import create_app
 from agentflow.engine import Engine
-from tests.support.cli import cli_env, run_cli
+from tests.support.cli import cli_env, invoke_cli
 from tests.support.http_server import serve
 
 
@@ -98,7 +98,7 @@ async def test_unknown_workspace_is_404(client: httpx.AsyncClient) -> None:
 
 def test_cli_publish_and_account_view(database_url: str) -> None:
     env = cli_env(database_url)
-    first = run_cli(
+    first = invoke_cli(
         [
             "events",
             "publish",
@@ -111,11 +111,11 @@ def test_cli_publish_and_account_view(database_url: str) -> None:
         env,
     )
     assert first.returncode == 0 and "published email.received c1" in first.stdout, first.stderr
-    again = run_cli(["events", "publish", "email.received", "-m", "c1"], env)
+    again = invoke_cli(["events", "publish", "email.received", "-m", "c1"], env)
     assert "already published" in again.stdout
-    shown = run_cli(["events", "account", "acme"], env)
+    shown = invoke_cli(["events", "account", "acme"], env)
     assert "email.received" in shown.stdout and "c1" in shown.stdout
-    bad = run_cli(["events", "publish", "bad topic"], env)
+    bad = invoke_cli(["events", "publish", "bad topic"], env)
     assert bad.returncode == 1 and "event_invalid" in bad.stderr and "Traceback" not in bad.stderr
 
 

@@ -11,7 +11,7 @@ import pytest
 from agentflow.api.app import create_app
 from agentflow.api.deps import WORKSPACE_HEADER
 from agentflow.engine import Engine
-from tests.support.cli import cli_env, run_cli
+from tests.support.cli import cli_env, invoke_cli
 from tests.support.http_server import error_code, serve
 from tests.support.report_data import Seeded, seed
 
@@ -100,19 +100,19 @@ async def test_another_workspaces_workflow_is_404(
 async def test_cli_report(engine: Engine, database_url: str) -> None:
     await seed(engine)
     env = cli_env(database_url)
-    shown = run_cli(["report", "--workflow", "renewals", "--since", "7d"], env)
+    shown = invoke_cli(["report", "--workflow", "renewals", "--since", "7d"], env)
     assert shown.returncode == 0, shown.stdout + shown.stderr
     for part in ("Impact of renewals", "Meetings analysed 4", "Action items 5 across 2 accounts",
                  "completed on time 2", "Notifications sent 3", "Plans 1", "~1h 12m of human work",
                  "1,800 tokens", "$0.0150"):  # fmt: skip
         assert part in shown.stdout, part
-    everything = run_cli(["report"], env)
+    everything = invoke_cli(["report"], env)
     assert everything.returncode == 0 and "followups" in everything.stdout and "renewals" in everything.stdout
-    as_json = run_cli(["report", "--account", "acme", "--since", "7d", "--json"], env)
+    as_json = invoke_cli(["report", "--account", "acme", "--since", "7d", "--json"], env)
     assert as_json.returncode == 0, as_json.stderr
     body = json.loads(as_json.stdout)
     assert body["account_id"] == "acme" and body["figures"]["tasks_created"] == 3
-    bad = run_cli(["report", "--since", "yesterday"], env)
+    bad = invoke_cli(["report", "--since", "yesterday"], env)
     assert bad.returncode == 1 and "report_period_invalid" in bad.stderr and "Traceback" not in bad.stderr
-    missing = run_cli(["report", "--workflow", "nope"], env)
+    missing = invoke_cli(["report", "--workflow", "nope"], env)
     assert missing.returncode == 1 and "workflow_not_found" in missing.stderr

@@ -13,7 +13,7 @@ import pytest
 from agentflow.api.app import create_app
 from agentflow.api.deps import WORKSPACE_HEADER
 from agentflow.engine import DEFAULT_WORKSPACE, Engine
-from tests.support.cli import cli_env, run_cli
+from tests.support.cli import cli_env, invoke_cli
 from tests.support.http_server import error_code, serve
 
 TASKS = "/api/tasks"
@@ -145,24 +145,24 @@ async def test_a_non_object_body_is_refused(client: httpx.AsyncClient, engine: E
 async def test_cli_lists_shows_updates_and_completes(engine: Engine, database_url: str) -> None:
     env = cli_env(database_url)
     task_id = await insert_task(engine, assignee="ada")
-    listed = run_cli(["tasks", "list", "--assignee", "ada"], env)
+    listed = invoke_cli(["tasks", "list", "--assignee", "ada"], env)
     assert listed.returncode == 0 and task_id in listed.stdout, listed.stdout + listed.stderr
-    dated = run_cli(["tasks", "list", "--due-after", "2000-01-01T00:00:00Z"], env)
+    dated = invoke_cli(["tasks", "list", "--due-after", "2000-01-01T00:00:00Z"], env)
     assert dated.returncode == 0 and task_id not in dated.stdout, "a task without a due date is left out"
-    assert run_cli(["tasks", "list", "--due-after", "soon"], env).returncode == 2
-    shown = run_cli(["tasks", "show", task_id], env)
+    assert invoke_cli(["tasks", "list", "--due-after", "soon"], env).returncode == 2
+    shown = invoke_cli(["tasks", "show", task_id], env)
     assert shown.returncode == 0 and "Call Acme" in shown.stdout
-    updated = run_cli(["tasks", "update", task_id, "--assignee", "bo", "--metadata", '{"crm": 1}'], env)
+    updated = invoke_cli(["tasks", "update", task_id, "--assignee", "bo", "--metadata", '{"crm": 1}'], env)
     assert updated.returncode == 0, updated.stderr
     assert "task.updated" in updated.stdout and f"task:{task_id}:1" in updated.stdout
-    cleared = run_cli(["tasks", "update", task_id, "--assignee", ""], env)
+    cleared = invoke_cli(["tasks", "update", task_id, "--assignee", ""], env)
     assert cleared.returncode == 0 and '"bo" -> null' in cleared.stdout, cleared.stdout
-    done = run_cli(["tasks", "complete", task_id], env)
+    done = invoke_cli(["tasks", "complete", task_id], env)
     assert done.returncode == 0 and "task.completed" in done.stdout
-    again = run_cli(["tasks", "complete", task_id], env)
+    again = invoke_cli(["tasks", "complete", task_id], env)
     assert again.returncode == 0 and "nothing changed" in again.stdout
-    bad = run_cli(["tasks", "update", task_id, "--status", "done"], env)
+    bad = invoke_cli(["tasks", "update", task_id, "--status", "done"], env)
     assert bad.returncode == 1 and "task_invalid" in bad.stderr
-    missing = run_cli(["tasks", "show", "nope"], env)
+    missing = invoke_cli(["tasks", "show", "nope"], env)
     assert missing.returncode == 1 and "task_not_found" in missing.stderr
     assert (await engine.tasks.get(task_id)).revision == 3

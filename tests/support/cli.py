@@ -1,10 +1,12 @@
-"""Run the agentflow CLI as a real subprocess."""
+"""Run the agentflow CLI: as a real subprocess, or in this process (``invoke_cli``)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import traceback
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -35,3 +37,30 @@ def start_cli(args: list[str], env: dict[str, str], **kwargs: Any) -> subprocess
         text=True,
         **kwargs,
     )
+
+
+def invoke_cli(
+    args: list[str], env: dict[str, str], timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """Run ``agentflow ARGS`` in this process and answer as ``run_cli`` does.
+
+    For tests of what a command does rather than of the process (signals, start-up, the
+    console script): the same Typer app, arguments and environment, without the second or
+    two a fresh interpreter spends importing the engine. It runs in a thread of its own, so
+    the command's ``asyncio.run`` never meets the test's event loop.
+    """
+    from typer.testing import CliRunner
+
+    from agentflow.cli import app
+    from agentflow.cli.common import console, err_console
+
+    for output in (console, err_console):
+        output.width = int(env.get("COLUMNS", "200"))  # as a process started with COLUMNS=200
+    runner = CliRunner()
+    with ThreadPoolExecutor(1) as pool:
+        result = pool.submit(runner.invoke, app, args, env=env).result(timeout)
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        assert result.exc_info is not None
+        stderr += "".join(traceback.format_exception(*result.exc_info))
+    return subprocess.CompletedProcess(["agentflow", *args], result.exit_code, result.stdout, stderr)

@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import sys
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -107,7 +108,10 @@ def run_async(main: Callable[[], Awaitable[T]]) -> T:
             terminated = True
             task.cancel()
 
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, on_sigterm)
+        if threading.current_thread() is threading.main_thread():
+            # Signals reach the main thread only; a command run from another (an embedding
+            # program, the in-process CLI tests) leaves them to that program.
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, on_sigterm)
         return await main()
 
     try:
