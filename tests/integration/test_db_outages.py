@@ -9,6 +9,7 @@ restart tests crash a cluster of their own (``pg_ctl -m immediate``).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import asyncpg
@@ -22,7 +23,7 @@ from agentflow.api.guards import CatchAll
 from agentflow.core.events import Event
 from agentflow.engine import Engine, upgrade_schema
 from agentflow.runtime.metrics import REGISTRY
-from agentflow.store import events
+from agentflow.store import events, runs
 from agentflow.store.database import WAKE_CHANNEL, Connection
 from tests.conftest import make_settings
 from tests.support.http_server import error_code, serve
@@ -247,3 +248,62 @@ async def test_an_outage_reaching_the_catch_all_is_503_with_retry_after() -> Non
         response = await client.get("/anything")
     assert error_code(response, 503) == "database_unavailable"
     assert int(response.headers["retry-after"]) > 0
+
+
+async def _deadlock(pool: asyncpg.Pool) -> asyncpg.DeadlockDetectedError:
+    """A real ``deadlock detected`` from PostgreSQL: two transactions lock two rows crosswise."""
+    await pool.execute("CREATE TABLE crosswise (id int PRIMARY KEY); INSERT INTO crosswise VALUES (1), (2)")
+    async with pool.acquire() as a, pool.acquire() as b:
+        ta, tb = a.transaction(), b.transaction()
+        await ta.start()
+        await tb.start()
+        await a.execute("UPDATE crosswise SET id = id WHERE id = 1")
+        await b.execute("UPDATE crosswise SET id = id WHERE id = 2")
+        outcomes = await asyncio.gather(
+            a.execute("UPDATE crosswise SET id = id WHERE id = 2"),
+            b.execute("UPDATE crosswise SET id = id WHERE id = 1"),
+            return_exceptions=True,
+        )
+        await ta.rollback()
+        await tb.rollback()
+    found = [o for o in outcomes if isinstance(o, asyncpg.DeadlockDetectedError)]
+    assert len(found) == 1, outcomes
+    return found[0]
+
+
+async def test_a_checkpoint_a_deadlock_rolled_back_is_released_not_rescued_nor_logged_as_a_bug(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """PostgreSQL rolls back one side of a deadlock (a checkpoint meeting an enrollment, say):
+    the worker hands the run back at once, as after an outage, and the run completes."""
+    await engine.publish_workflow(
+        {"name": "two", "kind": "structured",
+         "nodes": [{"id": "a", "type": "tool", "tool": "echo", "args": {"value": 1}},
+                   {"id": "b", "type": "tool", "tool": "echo", "args": {"value": 2}},
+                   {"id": "f", "type": "finish"}]}
+    )  # fmt: skip
+    deadlock = await _deadlock(engine.db.pool)
+    real = runs.checkpoint
+    calls = 0
+
+    async def first_one_deadlocks(*args: object, **kwargs: object) -> object:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise deadlock
+        return await real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(runs, "checkpoint", first_one_deadlocks)
+    rescues_before = rescues()
+    worker = engine.worker(dispatch=False)
+    task = asyncio.create_task(worker.run())
+    try:
+        run = await engine.start_run("two")
+        done = await engine.wait_for_run(run.id, timeout=30)
+    finally:
+        worker.stop()
+        await task
+    assert done.status == "completed"
+    assert calls >= 3, "the rolled-back checkpoint was written again"
+    assert rescues() == rescues_before, "the run waited for its lease to expire and was rescued"
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []

@@ -19,6 +19,7 @@ from tests.support.processes import REPO
 _MAIN = "from agentflow.cli import main; main()"
 # The CLI's log format: "%(asctime)s %(levelname)s %(name)s: %(message)s".
 _LOG_RECORD = re.compile(r"^\S+ \S+ (?P<level>[A-Z]+) (?P<logger>[\w.]+): ")
+_RAISED = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Group)\b")
 
 
 class ServeProcess:
@@ -103,7 +104,9 @@ class ServeProcess:
                 continue
             tail = next((t for t in lines[i + 1 :] if _LOG_RECORD.match(t)), None)
             block = lines[i + 1 : lines.index(tail, i + 1)] if tail is not None else lines[i + 1 :]
-            excerpts.append(line + (f" | {block[-1].strip()}" if block else ""))
+            # The exception's own line, not the DETAIL or HINT lines PostgreSQL adds after it.
+            raised = [t for t in block if _RAISED.match(t)] or block[-1:]
+            excerpts.append(line + (f" | {raised[-1].strip()}" if raised else ""))
             if len(excerpts) == limit:
                 break
         return excerpts

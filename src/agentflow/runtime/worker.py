@@ -46,7 +46,7 @@ from agentflow.runtime.scheduler import Scheduler
 from agentflow.settings import Settings
 from agentflow.settings import sealing_key as settings_sealing_key
 from agentflow.store import inbox, loops, reads, runs
-from agentflow.store.database import UNAVAILABLE_ERRORS, Database, unavailable
+from agentflow.store.database import TRANSACTION_CONFLICTS, UNAVAILABLE_ERRORS, Database, unavailable
 
 logger = logging.getLogger(__name__)
 
@@ -304,9 +304,11 @@ class Worker:
         except asyncio.CancelledError:
             logger.info("run %s: lease lost during its step; result discarded", run.id)
         except Exception as exc:
-            if unavailable(exc):
-                # The checkpoint may or may not have committed; either way the fence keeps
-                # the run consistent. Hand it back so a worker continues from what is stored.
+            if unavailable(exc) or isinstance(exc, TRANSACTION_CONFLICTS):
+                # The checkpoint may or may not have committed (an outage), or PostgreSQL rolled
+                # it back (a deadlock with another writer, e.g. an enrollment); either way the
+                # fence keeps the run consistent. Hand it back so a worker continues from what
+                # is stored.
                 logger.warning("run %s: database error (%s); releasing", run.id, exc)
                 await self._release_after_outage(run, token)
             else:
