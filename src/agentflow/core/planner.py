@@ -48,6 +48,7 @@ class NodeResult:
         park_secs: the node waits for its answer: it runs again when something arrives in
             the inbox, or after this many seconds at most.
         consumed: the inbox rows the step used (None: all it saw, unless ``passes_inbox``).
+        notifications: notification documents its checkpoint writes to the outbox (once).
     """
 
     output: Any = None
@@ -62,6 +63,7 @@ class NodeResult:
     request: dict[str, Any] | None = None
     park_secs: float | None = None
     consumed: tuple[int, ...] | None = None
+    notifications: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)

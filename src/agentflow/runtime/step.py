@@ -312,6 +312,7 @@ async def decide(
         next_counter=counter,
         usage=_usage(ran.env),
         request=result.request if failure is None else None,
+        notifications=list(result.notifications) if failure is None else [],
     )
     completed = transition.step_status == "completed"
     used = result.consumed if result.consumed is not None else () if result.passes_inbox else ran.inbox.ids
@@ -363,6 +364,7 @@ def _outcome(
     next_counter: int | None = None,
     usage: ModelUsage | None = None,
     request: dict[str, Any] | None = None,
+    notifications: list[dict[str, Any]] | None = None,
 ) -> StepOutcome:
     run_error = transition.error.to_json() if transition.error else None
     run = RunWrite(
@@ -396,6 +398,7 @@ def _outcome(
         cancel_loops=list(transition.cancel_loops),
         usage=usage,
         approval=request,
+        notifications=notifications or [],
     )
     return StepOutcome(transition, run, step, effects)
 
