@@ -10,8 +10,10 @@ from agentflow.engine import Engine
 from agentflow.settings import Settings
 from tests.support.db import DatabaseServer
 
-# The per-package coverage bars (see tests/coverage_gate.py).
-pytest_plugins = ["tests.coverage_gate"]
+# The per-package coverage bars (tests/coverage_gate.py); the code-quality gates, started
+# in the background as the session begins (tests/quality_gates.py); the whole suite's two
+# lanes (tests/lanes.py).
+pytest_plugins = ["tests.coverage_gate", "tests.quality_gates", "tests.lanes"]
 
 
 @pytest.fixture(scope="session")
@@ -29,7 +31,7 @@ async def pg_server() -> AsyncIterator[DatabaseServer]:
 async def database_url(pg_server: DatabaseServer) -> AsyncIterator[str]:
     name, url = await pg_server.create_database()
     yield url
-    await pg_server.drop_database(name)
+    await pg_server.recycle_database(name)
 
 
 def make_settings(url: str, **overrides: object) -> Settings:

@@ -11,7 +11,7 @@ import json
 import statistics
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -374,10 +374,12 @@ async def run_until_terminal(
     loops: list[Coroutine[Any, Any, None]],
     run_ids: list[UUID],
     deadline: float,
+    enough: Callable[[], Awaitable[bool]] | None = None,
 ) -> None:
     """Start the workers, the ``starter`` (it fills ``run_ids``) and the ``loops`` (killers);
-    poll the monitor until every started run is terminal or ``deadline`` seconds passed; then
-    set ``stop`` and stop everything, workers included."""
+    poll the monitor until every started run is terminal, ``enough`` holds (a negative
+    control that has found what it looks for) or ``deadline`` seconds passed; then set
+    ``stop`` and stop everything, workers included."""
     supervisor.start()
     tasks = [asyncio.create_task(supervisor.watch(stop)), *(asyncio.create_task(loop) for loop in loops)]
     started = time.monotonic()
@@ -385,6 +387,8 @@ async def run_until_terminal(
     try:
         while time.monotonic() - started < deadline:
             rows = await monitor.poll()
+            if enough is not None and await enough():
+                break
             if start_task.done():
                 start_task.result()
                 statuses = {r["id"]: r["status"] for r in rows}

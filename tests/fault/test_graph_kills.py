@@ -13,7 +13,7 @@ branches running at once survive kills).
 The negative control runs the same chaos against workers whose checkpoint writes the step
 and the run's new frontier in two statements (the step first, the frontier 0.3 s later):
 a kill in between leaves the step recorded but the frontier behind, and the count must find
-nodes run twice.
+nodes run twice (the controls stop as soon as their count finds what they look for).
 """
 
 from __future__ import annotations
@@ -160,6 +160,13 @@ async def count(pool: asyncpg.Pool, run_ids: list[UUID], recorder: RecordingServ
     }
 
 
+async def found(
+    engine: Engine, recorder: RecordingServer, run_ids: list[UUID], holds: Callable[[dict[str, Any]], bool]
+) -> bool:
+    """Whether the count over the runs started so far already shows what a control looks for."""
+    return bool(run_ids) and holds(await count(engine.db.pool, list(run_ids), recorder))
+
+
 @pytest.mark.timeout(240)
 async def test_graph_runs_under_kills_run_every_node_once_and_join_every_branch(
     engine: Engine, recorder: RecordingServer, log_dir: Path
@@ -208,6 +215,7 @@ async def test_graph_kills_negative_control_finds_nodes_run_twice_when_progress_
     chaos = await run_chaos(
         engine, recorder, log_dir, flow="graph-kills-neg", runs=40, seed=seed, start_rate=8.0, deadline=150.0,
         require_coverage=False, prelude=TWO_STATEMENTS,
+        enough=lambda run_ids: found(engine, recorder, run_ids, lambda v: v["duplicated"]["node_checkpoints"] >= 1),
     )  # fmt: skip
     verdict = await count(engine.db.pool, chaos.run_ids, recorder)
     verdict.update(chaos_report(chaos))
@@ -225,6 +233,7 @@ async def test_graph_kills_negative_control_finds_keys_that_change_when_numbers_
     chaos = await run_chaos(
         engine, recorder, log_dir, flow="graph-kills-keys", runs=40, seed=seed, start_rate=8.0, deadline=150.0,
         require_coverage=False, prelude=UNSTABLE_NUMBERS, targeted_kills=KEYED_KILLS,
+        enough=lambda run_ids: found(engine, recorder, run_ids, lambda v: v["keyed_calls_with_another_key"] >= 1),
     )  # fmt: skip
     verdict = await count(engine.db.pool, chaos.run_ids, recorder)
     verdict.update(chaos_report(chaos))

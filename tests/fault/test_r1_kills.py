@@ -22,7 +22,7 @@ import asyncio
 import os
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,6 +97,7 @@ async def run_chaos(
     require_coverage: bool = True,
     prelude: str = "",
     probability: float | None = None,
+    enough: Callable[[list[UUID]], Awaitable[bool]] | None = None,
 ) -> Chaos:
     """Start ``runs`` runs of ``flow`` at ``start_rate`` per second under kills; wait for all.
 
@@ -105,6 +106,8 @@ async def run_chaos(
     in the middle of the step that just called the recorder). ``prelude`` runs in each
     worker before it starts (a negative control's sabotage); ``probability`` overrides how
     often an armed failpoint fires (a workload with many more steps needs it lower).
+    ``enough``: a negative control's check on the runs started so far; the chaos stops as
+    soon as it holds.
     """
     rng = random.Random(seed)
     url = engine.db.url
@@ -193,7 +196,8 @@ async def run_chaos(
                     kill(victim)
                     pause = rng.uniform(1.5, 3.5)
 
-    await run_until_terminal(monitor, supervisor, stop, starter(), [killer()], run_ids, deadline)
+    until = None if enough is None else lambda: enough(run_ids)
+    await run_until_terminal(monitor, supervisor, stop, starter(), [killer()], run_ids, deadline, until)
     chaos.elapsed = time.monotonic() - started
     chaos.notes["failpoints_fired"] = sorted(fired)
     return chaos

@@ -1,12 +1,16 @@
 """A PostgreSQL server for the tests, and a fresh database per test cloned from a template.
 
 The embedded server (pgserver) is used unless AGENTFLOW_TEST_DATABASE_URL names one. The
-template is migrated once per session; each test gets ``CREATE DATABASE ... TEMPLATE``,
-which copies the migrated schema in milliseconds.
+template is migrated once per session; each test gets ``CREATE DATABASE ... TEMPLATE``.
+That copy forces a checkpoint (a tenth of a second or more), so the next test's database is
+made while the last one is dropped, after a test ends. Never while a test runs: any open
+transaction in the cluster (a CREATE DATABASE is one) holds back the horizon below which the
+event log's consumers read (``pg_snapshot_xmin``), and tests of them expect a quiet server.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import tempfile
@@ -30,6 +34,7 @@ class DatabaseServer:
     """The server and the template database of one test session."""
 
     def __init__(self) -> None:
+        self._spare: tuple[str, str] | None = None
         self._embedded: EmbeddedServer | None = None
         self._data_dir: Path | None = None
         url = os.environ.get("AGENTFLOW_TEST_DATABASE_URL")
@@ -55,6 +60,18 @@ class DatabaseServer:
         await upgrade_schema(with_database(self.admin_url, self.template))
 
     async def create_database(self) -> tuple[str, str]:
+        """A fresh database cloned from the template: its name and URL."""
+        made, self._spare = self._spare, None
+        return made or await self._clone_template()
+
+    async def recycle_database(self, name: str) -> None:
+        """Drop database ``name`` while the next test's database is made."""
+        if self._spare is None:
+            _, self._spare = await asyncio.gather(self.drop_database(name), self._clone_template())
+        else:
+            await self.drop_database(name)
+
+    async def _clone_template(self) -> tuple[str, str]:
         name = f"agentflow_t_{uuid.uuid4().hex[:12]}"
         conn = await asyncpg.connect(self.admin_url)
         try:
@@ -72,6 +89,8 @@ class DatabaseServer:
 
     async def close(self) -> None:
         try:
+            if self._spare is not None:
+                await self.drop_database(self._spare[0])
             conn = await asyncpg.connect(self.admin_url)
             try:
                 await conn.execute(f"DROP DATABASE IF EXISTS {self.template} WITH (FORCE)")

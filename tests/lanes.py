@@ -1,0 +1,144 @@
+"""The whole suite runs in two lanes, so a 2-core machine uses both cores.
+
+A whole-suite run (``pytest`` with no paths) hands the tests under ``LANE_B`` to a second
+pytest process, started as soon as the tests are collected, with its own embedded
+PostgreSQL: the unit tests (no database, pure CPU), the long B1/B2 property tests and the
+CLI's end-to-end tests, none of which depends on timing. This process (lane A) runs the rest, then waits for lane B (one test
+item, ``lane B``, that fails with lane B's failures), and only then runs the fault tests,
+which judge timing, on a machine the suite no longer loads.
+
+Lane B's coverage is written to ``.coverage.lane-b`` (its own ``COVERAGE_FILE``) and
+combined with this process's by pytest-cov; its output is kept in ``.lane-b.log``. Set
+``AGENTFLOW_TEST_LANES=0`` to run everything in one process; a run of chosen paths always
+does.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LANE_B = (
+    "tests/unit",
+    "tests/integration/test_b2_lifecycle.py",
+    "tests/integration/test_schemathesis.py",
+    "tests/e2e/test_bench_smoke.py",
+    "tests/e2e/test_cli.py",
+    "tests/e2e/test_cli_imports.py",
+    "tests/e2e/test_cli_knowledge.py",
+    "tests/e2e/test_cli_runs.py",
+    "tests/e2e/test_cli_state.py",
+)
+"""Paths lane B runs: judged by no clock, and about half of the time the tests other than the
+fault tests take (rebalance when that changes: the durations of a whole run show it)."""
+LAST = ("tests/fault",)
+"""Run after lane B is done, on an otherwise idle machine."""
+LOG = ROOT / ".lane-b.log"
+COVERAGE_FILE = ROOT / ".coverage.lane-b"
+CHILD_ENV = "AGENTFLOW_TEST_LANE"
+WAIT_LIMIT = 1800.0
+
+
+def _enabled(config: pytest.Config) -> bool:
+    whole_suite = config.args_source == pytest.Config.ArgsSource.TESTPATHS
+    return (
+        whole_suite
+        and not os.environ.get(CHILD_ENV)
+        and os.environ.get("AGENTFLOW_TEST_LANES", "1") != "0"
+        and not config.option.collectonly
+    )
+
+
+def _under(item: pytest.Item, paths: tuple[str, ...]) -> bool:
+    return any(item.nodeid.startswith((path + "/", path + "::")) for path in paths)
+
+
+class LaneB:
+    """The second pytest process and its log."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.log: IO[bytes] = LOG.open("wb")
+        env = {**os.environ, CHILD_ENV: "b", "COVERAGE_FILE": str(COVERAGE_FILE)}
+        cov = ["--no-cov"] if getattr(config.option, "no_cov", False) else []  # else addopts' --cov
+        command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rfE", *cov, *LANE_B]
+        self.started = time.monotonic()
+        self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+
+    def wait(self) -> tuple[int, str]:
+        """Lane B's exit code and the tail of its output."""
+        try:
+            code = self.process.wait(timeout=WAIT_LIMIT)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            code = self.process.wait()
+        self.log.flush()
+        return code, LOG.read_text(errors="replace")[-20_000:]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.log.close()
+
+
+class LaneBItem(pytest.Item):
+    """Waits for lane B; passes when every one of its tests passed."""
+
+    lane: LaneB
+
+    def runtest(self) -> None:
+        code, output = self.lane.wait()
+        seconds = time.monotonic() - self.lane.started
+        summary = output.rstrip().splitlines()[-1] if output.strip() else "(no output)"
+        self.add_report_section("call", "lane B", f"{' '.join(LANE_B)}: {summary} ({seconds:.0f} s)")
+        if code != 0:
+            raise LaneBFailed(output)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        if isinstance(excinfo.value, LaneBFailed):
+            return f"lane B ({' '.join(LANE_B)}) failed; its output ends (all of it in {LOG.name}):\n{excinfo.value}"
+        return str(super().repr_failure(excinfo))
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return ROOT / "tests" / "lanes.py", 0, "lane B"
+
+
+class LaneBFailed(Exception):
+    """Lane B reported failures."""
+
+
+_lane: LaneB | None = None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """Hand lane B's tests to a second process; run the fault tests last, after it."""
+    global _lane
+    if not _enabled(config):
+        return
+    own = [item for item in items if not _under(item, LANE_B)]
+    if len(own) == len(items):
+        return
+    last = [item for item in own if _under(item, LAST)]
+    first = [item for item in own if not _under(item, LAST)]
+    _lane = LaneB(config)
+    waiter = LaneBItem.from_parent(session, name="lane B")
+    waiter.lane = _lane
+    items[:] = [*first, waiter, *last]
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Stop lane B if this session ends before it does."""
+    global _lane
+    if _lane is not None:
+        _lane.stop()
+        _lane = None
