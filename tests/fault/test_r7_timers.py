@@ -212,7 +212,8 @@ async def run_timers(
 async def _killer(
     pool: asyncpg.Pool, supervisor: Supervisor, session: Session, rng: random.Random, stop: asyncio.Event
 ) -> None:
-    """Kill a random worker every 2.5-4.5 s during the window, and one just after the burst."""
+    """Kill a random worker every 2.5-4.5 s during the window, and just after the burst the one
+    holding the most runs."""
 
     async def db_time() -> datetime:
         value: datetime = await pool.fetchval("SELECT now()")
@@ -224,6 +225,22 @@ async def _killer(
         spare = [w for w in live if any(o.alive() and o.ready() for o in supervisor.workers if o is not w)]
         return rng.choice(spare) if spare else None
 
+    async def busiest_victim() -> WorkerProcess | None:
+        # After the burst, the worker holding the most runs: on a fast machine one worker may
+        # claim the whole burst, and killing the other would cut no timer off in flight.
+        held = dict(
+            await pool.fetch(
+                "SELECT lease_owner, count(*) FROM runs WHERE status = 'in_progress' GROUP BY lease_owner"
+            )
+        )
+        candidates = [w for w in supervisor.workers if w.alive() and held.get(w.name)]
+        spare = victim()
+        if spare is None:
+            return None
+        busiest = max(candidates, key=lambda w: held[w.name], default=spare)
+        others_ready = any(o.alive() and o.ready() for o in supervisor.workers if o is not busiest)
+        return busiest if others_ready else spare
+
     plan = session.plan
     end = plan.window_start + timedelta(seconds=plan.span)
     burst_done = False
@@ -233,7 +250,7 @@ async def _killer(
         if now > end:
             return
         if not burst_done and now >= plan.burst_at + timedelta(seconds=0.15):
-            worker = victim()
+            worker = await busiest_victim()
             if worker is not None:
                 supervisor.kill(worker)
                 session.test_kills += 1

@@ -1,11 +1,13 @@
 """A PostgreSQL server for the tests, and a fresh database per test cloned from a template.
 
 The embedded server (pgserver) is used unless AGENTFLOW_TEST_DATABASE_URL names one. The
-template is migrated once per session; each test gets ``CREATE DATABASE ... TEMPLATE``.
-That copy forces a checkpoint (a tenth of a second or more), so the next test's database is
-made while the last one is dropped, after a test ends. Never while a test runs: any open
-transaction in the cluster (a CREATE DATABASE is one) holds back the horizon below which the
-event log's consumers read (``pg_snapshot_xmin``), and tests of them expect a quiet server.
+template is migrated once per session; each test gets a database cloned from it
+(``CREATE DATABASE ... TEMPLATE``), or the last test's, put back as the template made it when
+that is safe (tests/support/db_reset.py): a clone forces a checkpoint, a tenth of a second or
+more, where emptying the tables a test wrote takes milliseconds. This happens between tests,
+never while one runs: any open transaction in the cluster (a CREATE DATABASE is one) holds
+back the horizon below which the event log's consumers read (``pg_snapshot_xmin``), and tests
+of them expect a quiet server.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import asyncpg
 
 from agentflow.engine import upgrade_schema
 from agentflow.store.embedded import EmbeddedServer
+from tests.support.db_reset import Baseline, put_back, take_baseline
 
 
 def with_database(url: str, name: str) -> str:
@@ -35,6 +38,7 @@ class DatabaseServer:
 
     def __init__(self) -> None:
         self._spare: tuple[str, str] | None = None
+        self._baseline: Baseline | None = None
         self._embedded: EmbeddedServer | None = None
         self._data_dir: Path | None = None
         url = os.environ.get("AGENTFLOW_TEST_DATABASE_URL")
@@ -58,6 +62,11 @@ class DatabaseServer:
         finally:
             await conn.close()
         await upgrade_schema(with_database(self.admin_url, self.template))
+        conn = await asyncpg.connect(with_database(self.admin_url, self.template))
+        try:
+            self._baseline = await take_baseline(conn)
+        finally:
+            await conn.close()
 
     async def create_database(self) -> tuple[str, str]:
         """A fresh database cloned from the template: its name and URL."""
@@ -65,11 +74,31 @@ class DatabaseServer:
         return made or await self._clone_template()
 
     async def recycle_database(self, name: str) -> None:
-        """Drop database ``name`` while the next test's database is made."""
-        if self._spare is None:
+        """Put database ``name`` back for the next test; or drop it while a new one is made."""
+        if self._spare is None and await self._put_back(name):
+            self._spare = name, with_database(self.admin_url, name)
+        elif self._spare is None:
             _, self._spare = await asyncio.gather(self.drop_database(name), self._clone_template())
         else:
             await self.drop_database(name)
+
+    @property
+    def baseline(self) -> Baseline:
+        """What the template holds (for ``put_back``)."""
+        assert self._baseline is not None, "create_template first"
+        return self._baseline
+
+    async def _put_back(self, name: str) -> bool:
+        try:
+            conn = await asyncpg.connect(with_database(self.admin_url, name))
+        except (OSError, asyncpg.PostgresError):
+            return False  # a test that stopped the server, or dropped its database
+        try:
+            return await put_back(conn, self.baseline)
+        except asyncpg.PostgresError:
+            return False
+        finally:
+            await conn.close()
 
     async def _clone_template(self) -> tuple[str, str]:
         name = f"agentflow_t_{uuid.uuid4().hex[:12]}"

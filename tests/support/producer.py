@@ -4,7 +4,7 @@ Run as ``python -m tests.support.producer SPEC_JSON OUT_JSON``. The spec says wh
 how many events, the id prefix, the topic, the seed, the pace and the share re-posted. Each
 event is POSTed to ``/api/events`` with its own ``message_id`` until a 2xx answer
 acknowledges it; a 503 (waiting as ``Retry-After`` says, capped) or a connection error is
-retried with the same id, as a careful producer does. About ``repost`` of the events are
+retried with the same id, as a careful producer does. ``repost`` of the events are
 POSTed once more, a little later, after their acknowledgement (a producer that did not trust
 its first answer). Every answer is recorded: the status codes, whether each 503 carried a
 usable ``Retry-After``, and for each 2xx the ``seq`` and ``created`` the server returned.
@@ -41,13 +41,17 @@ def _event(spec: dict[str, Any], index: int, rng: random.Random) -> dict[str, An
 
 
 def _plan(spec: dict[str, Any], rng: random.Random) -> list[tuple[dict[str, Any], bool]]:
-    """The posts in order: (event, is_repost); a re-post follows its original by 5-60 posts."""
+    """The posts in order: (event, is_repost); a re-post follows its original by 5-60 posts.
+
+    Exactly ``repost`` of the events (rounded) are posted again, so a check of their share
+    never depends on the seed."""
     posts: list[tuple[dict[str, Any], bool]] = []
     later: dict[int, list[dict[str, Any]]] = {}
+    reposted = set(rng.sample(range(spec["count"]), round(spec["count"] * spec["repost"])))
     for index in range(spec["count"]):
         event = _event(spec, index, rng)
         posts.append((event, False))
-        if rng.random() < spec["repost"]:
+        if index in reposted:
             later.setdefault(index + rng.randint(5, 60), []).append(event)
         posts.extend((e, True) for e in later.pop(index, []))
     posts.extend((e, True) for pending in later.values() for e in pending)
