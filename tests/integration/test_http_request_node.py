@@ -254,3 +254,23 @@ async def test_a_slow_server_fails_the_attempt_with_http_timeout_within_the_node
     assert "within 0.9s" in done.error["message"]
     [step] = await steps_of(engine, done.id, "wait")
     assert step.duration_ms < 2000
+
+
+async def test_a_tool_node_calling_http_http_request_sends_the_request_as_the_node_does(
+    engine: Engine, worker: Worker, server: ScriptedServer
+) -> None:
+    server.script("/orders", json_reply({"id": 9}, status=201))
+    config = flow(
+        "seed-002-tool",
+        {"id": "order", "type": "tool", "tool": "http.http_request",
+         "args": {"method": "POST", "url": f"{server.url}/orders", "body": {"sku": "{{ payload.sku }}"}}},
+        {"id": "done", "type": "finish", "output": "{{ input.body.id }}"},
+    )  # fmt: skip
+    done = await finished(engine, config, {"sku": "B-2"})
+    assert done.status == "completed", done.error
+    assert done.output == 9
+    [sent] = server.requests("/orders")
+    assert sent.method == "POST" and sent.json() == {"sku": "B-2"}
+    [step] = await steps_of(engine, done.id, "order")
+    assert step.kind == "http_request"
+    assert sent.header("Idempotency-Key") == step.idempotency_key == f"{done.id}:{step.seq}"

@@ -212,3 +212,54 @@ def test_the_catalog_describes_the_kind() -> None:
     )
     assert "json_body" not in properties
     assert described["output_schemas"]["result"]["required"] == ["status", "headers", "body"]
+
+
+def tool_call(args: Any, **fields: Any) -> dict[str, Any]:
+    """Seed 002's spelling: a ``tool`` node calling the built-in ``http.http_request``."""
+    return {"id": "call", "type": "tool", "tool": "http.http_request", "args": args, **fields}
+
+
+def test_a_tool_node_calling_http_http_request_is_an_http_request_node() -> None:
+    retry = {"max_attempts": 2, "initial_delay": "1s"}
+    config = validate_config(
+        {"name": "h", "kind": "structured", "nodes": [
+            tool_call({"method": "POST", "url": URL, "headers": {"X-A": "{{ payload.a }}"},
+                       "body": {"sku": "{{ payload.sku }}"}, "expect": ["2xx", 404]}, retry=retry),
+            {"id": "done", "type": "finish", "output": "{{ input.status }}"},
+        ]}
+    )  # fmt: skip
+    assert isinstance(config, StructuredConfig)
+    node = config.node("call")
+    assert isinstance(node, HttpRequestNode)
+    assert (node.method, node.url, node.headers) == ("POST", URL, {"X-A": "{{ payload.a }}"})
+    assert node.json_body == {"sku": "{{ payload.sku }}"}, "a body that is not a string is sent as JSON"
+    assert node.body is None and node.accepts(404)
+    assert node.retry is not None and node.retry.max_attempts == 2
+    raw = validate_config(
+        {
+            "name": "h",
+            "kind": "structured",
+            "nodes": [tool_call({"method": "PUT", "url": URL, "body": "a=1"})],
+        }
+    )
+    assert isinstance(raw, StructuredConfig)
+    text = raw.node("call")
+    assert isinstance(text, HttpRequestNode) and text.body == "a=1", "a string body stays raw"
+
+
+@pytest.mark.parametrize(
+    ("args", "fields", "path"),
+    [
+        ({"method": "FETCH", "url": URL}, {}, "nodes[0].args.method"),
+        ({"url": "ftp://files.example.com/a"}, {}, "nodes[0].args.url"),
+        ({}, {}, "nodes[0].args.url"),
+        ({"url": URL, "colour": "red"}, {}, "nodes[0].args.colour"),
+        ({"url": URL, "id": "other"}, {}, "nodes[0].args.id"),
+        ("https://api.example.com", {}, "nodes[0].args"),
+        ({"url": URL}, {"retry": {"max_attempts": "many"}}, "nodes[0].retry.max_attempts"),
+    ],
+)
+def test_a_mistake_in_an_http_http_request_tool_node_is_named_at_its_path(
+    args: Any, fields: dict[str, Any], path: str
+) -> None:
+    assert first_error(tool_call(args, **fields))["path"] == path

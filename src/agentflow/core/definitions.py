@@ -33,6 +33,7 @@ from agentflow.core.agent_config import (
 )
 from agentflow.core.durations import parse_duration
 from agentflow.core.errors import ConfigError
+from agentflow.core.graph.action_nodes import at_args_path, tool_as_http_request
 from agentflow.core.graph.checks import TEMPLATE_FIELDS_EXCLUDED, check_graph, check_inputs
 from agentflow.core.graph.mcp_nodes import McpToolNode
 from agentflow.core.graph.model import Edge, Graph, build_graph
@@ -338,6 +339,12 @@ def _validate_node(raw: Any, path: str, errors: list[dict[str, str]]) -> NodeSpe
     if not isinstance(raw, dict):
         errors.append({"path": path, "message": "a node must be a mapping"})
         return None
+    alias = tool_as_http_request(raw)
+    if alias is not None:
+        found: list[dict[str, str]] = []
+        node = _validate_node(alias, path, found)
+        errors.extend(at_args_path(error, path, own=set(raw) - {"tool", "args"}) for error in found)
+        return node
     kind = raw.get("type")
     spec = NODE_SPECS.get(kind) if isinstance(kind, str) else None
     if spec is None:

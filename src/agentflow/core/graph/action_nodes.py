@@ -2,7 +2,8 @@
 
 - ``http_request``: one HTTP request through the worker's guarded HTTP client (seed 002's
   ``http.http_request`` tool as a node): method, URL, headers, query and a JSON, form or raw
-  body, all templates; the response's ``{status, headers, body}`` is the output.
+  body, all templates; the response's ``{status, headers, body}`` is the output. A ``tool``
+  node naming ``http.http_request`` is read as this node (``tool_as_http_request``).
 
 What is checked here, at publish: the method, the shape of each field, that a URL written
 without templates is an http(s) URL with a host (and that one whose scheme is written out
@@ -237,6 +238,41 @@ def rendered_url_problem(url: str) -> str | None:
     if not parts.hostname:
         return "the URL has no host (e.g. https://api.example.com/v1)"
     return None
+
+
+HTTP_TOOL = "http.http_request"
+"""Seed 002's built-in tool name: a ``tool`` node calling it is an ``http_request`` node."""
+
+
+def tool_as_http_request(raw: dict[str, Any]) -> dict[str, Any] | None:
+    """A ``tool`` node naming ``http.http_request`` as the ``http_request`` node it stands for;
+    None for any other node.
+
+    The tool's arguments are the node's fields (``method``, ``url``, ``headers``, ``query``,
+    ``json``, ``form``, ``body``, ``expect``, ``response``, ``credential``); a ``body`` that
+    is not a string is sent as JSON, as seed 002's tool does.
+    """
+    if raw.get("type") != "tool" or raw.get("tool") != HTTP_TOOL:
+        return None
+    args = raw.get("args") or {}
+    if not isinstance(args, dict):
+        return None  # the tool node's own validation names the problem
+    args = dict(args)
+    if "body" in args and not isinstance(args["body"], str | None) and "json" not in args:
+        args["json"] = args.pop("body")
+    node = {key: value for key, value in raw.items() if key not in ("tool", "args")}
+    for name in set(args) & set(node):  # an argument named like a node field (``id``)...
+        node[f"args.{name}"] = args.pop(name)  # ...is refused, at its path, as an unknown field
+    return {**node, **args, "type": "http_request"}
+
+
+def at_args_path(error: dict[str, str], path: str, own: set[str]) -> dict[str, str]:
+    """A config error of an ``http.http_request`` tool node at ``path``, moved to its place in
+    ``args`` unless it is about one of the node's ``own`` fields (``id``, ``next``, ``retry`` ...)."""
+    field = error["path"].removeprefix(f"{path}.").split(".", 1)[0].split("[", 1)[0]
+    if field not in own and field != "args" and error["path"] != path:
+        return {**error, "path": f"{path}.args.{error['path'].removeprefix(f'{path}.')}"}
+    return error
 
 
 register_node_spec(HttpRequestNode)
