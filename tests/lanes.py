@@ -10,8 +10,8 @@ that judge timing, on a machine the suite no longer loads.
 
 Lane B's coverage is written to ``.coverage.lane-b`` (its own ``COVERAGE_FILE``) and
 combined with this process's by pytest-cov; its output is kept in ``.lane-b.log``. Set
-``AGENTFLOW_TEST_LANES=0`` to run everything in one process; a run of chosen paths always
-does.
+``AGENTFLOW_TEST_LANES=0`` to run everything in one process; a run of chosen paths, or one
+that selects (``-k``, ``-m``, ``--deselect``) or stops early (``-x``), always does.
 """
 
 from __future__ import annotations
@@ -70,6 +70,9 @@ def _enabled(config: pytest.Config) -> bool:
         and not os.environ.get(CHILD_ENV)
         and os.environ.get("AGENTFLOW_TEST_LANES", "1") != "0"
         and not config.option.collectonly
+        # A selection (-k, -m, --deselect) or -x is this process's: lane B would ignore it.
+        and not (config.option.keyword or config.option.markexpr or config.option.deselect)
+        and not config.option.exitfirst
     )
 
 
