@@ -6,7 +6,7 @@ import asyncpg
 
 from agentflow.engine import Engine
 from tests.support.db import DatabaseServer
-from tests.support.db_reset import put_back
+from tests.support.db_reset import put_back, rows_of
 
 FLOW = {"name": "one", "kind": "structured", "nodes": [{"id": "a", "type": "tool", "tool": "echo"}]}
 
@@ -24,9 +24,7 @@ async def test_a_used_database_is_emptied_and_its_seeded_rows_and_sequences_rest
     try:
         assert await put_back(conn, pg_server.baseline)
         for table in pg_server.baseline.tables:
-            rows = await conn.fetchval(
-                f"SELECT coalesce(json_agg(t ORDER BY t::text)::text, '[]') FROM {table} t"
-            )
+            rows = await conn.fetchval(rows_of(table))
             assert rows == pg_server.baseline.seeded.get(table, "[]"), table
         seq = await conn.fetchval(
             "INSERT INTO events (workspace_id, topic, message_id, data, published_at)"

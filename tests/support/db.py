@@ -75,12 +75,10 @@ class DatabaseServer:
 
     async def recycle_database(self, name: str) -> None:
         """Put database ``name`` back for the next test; or drop it while a new one is made."""
-        if self._spare is None and await self._put_back(name):
+        if await self._put_back(name):
             self._spare = name, with_database(self.admin_url, name)
-        elif self._spare is None:
-            _, self._spare = await asyncio.gather(self.drop_database(name), self._clone_template())
         else:
-            await self.drop_database(name)
+            _, self._spare = await asyncio.gather(self.drop_database(name), self._clone_template())
 
     @property
     def baseline(self) -> Baseline:

@@ -57,7 +57,8 @@ FROM pg_sequences WHERE schemaname = 'public' AND last_value IS NOT NULL
 """
 
 
-def _rows_of(table: str) -> str:
+def rows_of(table: str) -> str:
+    """A query for the rows of ``table`` as JSON text, in a stable order."""
     return f"SELECT coalesce(json_agg(t ORDER BY t::text)::text, '[]') FROM {table} t"
 
 
@@ -77,7 +78,7 @@ async def take_baseline(conn: asyncpg.Connection) -> Baseline:
     tables = tuple(row[0] for row in await conn.fetch(TABLES))
     seeded: dict[str, str] = {}
     for table in tables:
-        rows = await conn.fetchval(_rows_of(table))
+        rows = await conn.fetchval(rows_of(table))
         if rows != "[]":
             seeded[table] = rows
     return Baseline(await conn.fetchval(CATALOG), tables, seeded)
@@ -102,7 +103,7 @@ async def put_back(conn: asyncpg.Connection, baseline: Baseline) -> bool:
         if full:
             await conn.execute(f"TRUNCATE {', '.join(full)} RESTART IDENTITY CASCADE")
         for table, rows in baseline.seeded.items():
-            if await conn.fetchval(_rows_of(table)) != rows:
+            if await conn.fetchval(rows_of(table)) != rows:
                 await conn.execute(f"DELETE FROM {table}")
                 await conn.execute(
                     f"INSERT INTO {table} SELECT * FROM json_populate_recordset(NULL::{table}, $1)", rows
