@@ -11,7 +11,7 @@ that judge timing, on a machine the suite no longer loads.
 Lane B's coverage is written to ``.coverage.lane-b`` (its own ``COVERAGE_FILE``) and
 combined with this process's by pytest-cov; its output is kept in ``.lane-b.log``. Set
 ``AGENTFLOW_TEST_LANES=0`` to run everything in one process; a run of chosen paths, or one
-that selects (``-k``, ``-m``, ``--deselect``) or stops early (``-x``), always does.
+that selects (``-k``, ``-m``, ``--deselect``) or stops early (``-x``, ``--maxfail``), always does.
 """
 
 from __future__ import annotations
@@ -61,6 +61,8 @@ LOG = ROOT / ".lane-b.log"
 COVERAGE_FILE = ROOT / ".coverage.lane-b"
 CHILD_ENV = "AGENTFLOW_TEST_LANE"
 WAIT_LIMIT = 1800.0
+SELECTING_OPTIONS = ("keyword", "markexpr", "deselect", "maxfail")
+"""Option dests that narrow or stop a run (-x is ``maxfail=1``)."""
 
 
 def _enabled(config: pytest.Config) -> bool:
@@ -70,9 +72,9 @@ def _enabled(config: pytest.Config) -> bool:
         and not os.environ.get(CHILD_ENV)
         and os.environ.get("AGENTFLOW_TEST_LANES", "1") != "0"
         and not config.option.collectonly
-        # A selection (-k, -m, --deselect) or -x is this process's: lane B would ignore it.
-        and not (config.option.keyword or config.option.markexpr or config.option.deselect)
-        and not config.option.exitfirst
+        # A selection (-k, -m, --deselect) or a stop (-x, --maxfail) is this process's: lane B
+        # would ignore it. Read with getattr: pytest names these options' dests, not the flags.
+        and not any(getattr(config.option, name, None) for name in SELECTING_OPTIONS)
     )
 
 
