@@ -46,6 +46,7 @@ fault tests take (rebalance when that changes: the durations of a whole run show
 LAST = ("tests/fault",)
 """Run after lane B is done, on an otherwise idle machine..."""
 NOT_LAST = (
+    "tests/fault/test_child_run_kills.py",
     "tests/fault/test_concurrency.py",
     "tests/fault/test_graph_kills.py",
     "tests/fault/test_loop_memory.py",

@@ -141,6 +141,10 @@ class Run(_Out):
         default=None, description="A loop item: the parent's step that started the loop."
     )
     item_index: int | None = Field(default=None, description="A loop item: its place in the loop's list.")
+    caller_node: str | None = Field(
+        default=None,
+        description="A run another started (run_workflow): the node of ``parent_run_id`` that did.",
+    )
 
     @computed_field(  # type: ignore[prop-decorator]
         description="A loop item: the activation of the parent's loop node (``run_id:step``)."

@@ -8,7 +8,7 @@ the parent's step.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from agentflow.core.definitions import StructuredConfig
@@ -73,14 +73,25 @@ def on_child_start(
     seq: int,
     done: Activation,
     output: Any,
+    child_run: dict[str, Any] | None = None,
 ) -> Transition:
     """The run after activation ``done`` (a node that runs as one child run, such as an
-    ``agent``) started it in step ``seq``: the child starts with ``child_state``, and the
-    node waits for it as a loop of one item."""
+    ``agent``) started it in step ``seq``: the child starts with ``child_state`` (as a run of
+    its own workflow, ``child_run``, for a ``run_workflow``), and the node waits for it as a
+    loop of one item."""
     before = frontier.load(state, config.graph)
-    children = ({"item_index": 0, "state": child_state, "released": True},)
+    children = ({"item_index": 0, "state": child_state, "released": True, **(child_run or {})},)
     after = frontier.start_loop(before, done, seq, 1, 1)
     return moved(config, state, after, "completed", output, children=children)
+
+
+def detached_child(
+    transition: Transition, child_state: dict[str, Any], child_run: dict[str, Any]
+) -> Transition:
+    """``transition`` (the node moved on) that also starts a child run nobody waits for: not an
+    item of the run, so neither counted, woken for, nor canceled with it."""
+    child = {"state": child_state, "released": True, "detached": True, **child_run}
+    return replace(transition, children=(child,))
 
 
 def on_loop_wake(

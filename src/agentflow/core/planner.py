@@ -44,6 +44,9 @@ class NodeResult:
         loop_items: a ``for_each``'s items, each to run as a child run.
         child_state: the node runs as one child run that starts with this state (an
             ``agent`` node); its end moves the node on.
+        child_run: for a child of another workflow (``run_workflow``): its ``id``,
+            ``workflow_id``, ``workflow_version``, ``input`` and ``caller_node``.
+        child_waits: False: the child runs on its own and the node moves on at once.
         request: a request to a person that the step's checkpoint writes (``user_input``).
         park_secs: the node waits for its answer: it runs again when something arrives in
             the inbox, or after this many seconds at most.
@@ -60,6 +63,8 @@ class NodeResult:
     port: str = "result"
     loop_items: list[Any] | None = None
     child_state: dict[str, Any] | None = None
+    child_run: dict[str, Any] | None = None
+    child_waits: bool = True
     request: dict[str, Any] | None = None
     park_secs: float | None = None
     consumed: tuple[int, ...] | None = None

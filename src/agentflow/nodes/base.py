@@ -23,6 +23,7 @@ from agentflow.nodes.credential_access import CredentialAccess
 from agentflow.nodes.model_access import ModelAccess
 from agentflow.nodes.rendering import call_rendering
 from agentflow.nodes.threads import ToolThreads
+from agentflow.nodes.workflow_access import WorkflowAccess
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,8 @@ class NodeEnv:
         code: the worker's code sandbox (None: code steps are off, ``run_code_disabled``).
         credentials: the workspace credential store (None: nodes that name a credential fail
             with ``credentials_unavailable``).
+        workflows: the workspace's workflows, for ``run_workflow`` (None: it fails with
+            ``run_workflow_unavailable``).
     """
 
     tools: ToolRegistry
@@ -58,6 +61,7 @@ class NodeEnv:
     mcp_servers: tuple[McpServer, ...] = ()
     code: CodeSandbox | None = None
     credentials: CredentialAccess | None = None
+    workflows: WorkflowAccess | None = None
 
     async def render(self, value: Any, node: str, field: str) -> Any:
         """``value`` with its templates rendered in the template context, off the event loop

@@ -194,6 +194,7 @@ async def run_activation(
         mcp_servers=tuple(config.mcp_servers or ()),
         code=tools_env.code,
         credentials=tools_env.credentials,
+        workflows=tools_env.workflows,
         inbox=cursor.inbox,
         asked=activation.asked,
         template_context={
@@ -285,10 +286,13 @@ async def decide(
             transition = planner.park_for_answer(
                 config, state, ran.activation, asked, result.park_secs, result.output
             )
-        elif result.child_state is not None:
+        elif result.child_state is not None and result.child_waits:
             transition = loops.on_child_start(
-                config, state, result.child_state, ran.seq, ran.activation, result.output
+                config, state, result.child_state, ran.seq, ran.activation, result.output, result.child_run
             )
+        elif result.child_state is not None:
+            moved_on = planner.on_success(config, state, node, result, ran.activation)
+            transition = loops.detached_child(moved_on, result.child_state, result.child_run or {})
         else:
             transition = planner.on_success(config, state, node, result, ran.activation)
         error = None

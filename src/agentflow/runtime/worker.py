@@ -33,6 +33,7 @@ from agentflow.llm.base import ModelProvider
 from agentflow.nodes.base import NodeEnv
 from agentflow.nodes.credential_access import CredentialAccess
 from agentflow.nodes.threads import ToolThreads
+from agentflow.nodes.workflow_access import WorkflowAccess
 from agentflow.runtime import agent_step, metrics, step
 from agentflow.runtime.agent_setup import build_agent_env, node_models
 from agentflow.runtime.branches import BranchDriver
@@ -122,6 +123,7 @@ class Worker:
                 or functools.partial(settings_sealing_key, settings, settings.database_url is None),
                 self.agents.http,
             ),
+            workflows=WorkflowAccess(db.pool, self._configs.parse),
         )
         gate = gate or ModelGate(self.agents.model, self.agents.prices)
         self._wake = asyncio.Event()

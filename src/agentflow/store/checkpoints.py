@@ -122,16 +122,24 @@ _APPROVAL = """, a AS (
 )"""
 # A loop's items as child runs ($CHILDREN), exactly once (one per item of the loop's step):
 # the first ones due now, the others with due_at 'infinity' until the parent releases them.
+# A run_workflow's child is a run of another workflow (workflow_id, workflow_version, input,
+# its own id and caller_node); a detached one (wait: false) is no item of its parent's step.
 _CHILDREN = """, k AS (
     INSERT INTO runs (workspace_id, id, workflow_id, workflow_version, status, input, state,
-                      parent_run_id, parent_step, item_index, due_at)
-    SELECT r.workspace_id, gen_random_uuid(), p.workflow_id, p.workflow_version, 'created', p.input,
-           x.doc->'state', r.id, $13::int, (x.doc->>'item_index')::int,
-           CASE WHEN (x.doc->>'released')::boolean THEN now() ELSE 'infinity' END
+                      parent_run_id, parent_step, item_index, due_at, caller_node)
+    SELECT r.workspace_id, coalesce((x.doc->>'id')::uuid, gen_random_uuid()),
+           coalesce((x.doc->>'workflow_id')::uuid, p.workflow_id),
+           coalesce((x.doc->>'workflow_version')::int, p.workflow_version), 'created',
+           CASE WHEN x.doc ? 'input' THEN x.doc->'input' ELSE p.input END,
+           x.doc->'state', r.id,
+           CASE WHEN (x.doc->>'detached')::boolean THEN NULL ELSE $13::int END,
+           CASE WHEN (x.doc->>'detached')::boolean THEN NULL ELSE (x.doc->>'item_index')::int END,
+           CASE WHEN (x.doc->>'released')::boolean THEN now() ELSE 'infinity' END,
+           x.doc->>'caller_node'
     FROM r JOIN runs p ON p.workspace_id = r.workspace_id AND p.id = r.id,
          jsonb_array_elements($CHILDREN::jsonb) AS x(doc)
-    ON CONFLICT (workspace_id, parent_run_id, parent_step, item_index) WHERE parent_step IS NOT NULL
-    DO NOTHING
+    -- One per item (runs_one_child_per_item), or per id for a detached child.
+    ON CONFLICT DO NOTHING
     RETURNING pg_notify('agentflow_runs', '')
 )"""
 # Let a loop's items below an index run ($RELEASE: [[loop step, index], ...]).

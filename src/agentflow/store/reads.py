@@ -27,12 +27,13 @@ async def list_runs(
     loop_of: UUID | None = None,
 ) -> list[RunRecord]:
     """Runs newest first; ``before`` continues a listing after that run. Loop items are
-    listed only under their run (``loop_of``), so a loop of 1,000 items is one run here."""
+    listed only under their run (``loop_of``), so a loop of 1,000 items is one run here; a
+    run of another workflow that a run started (``run_workflow``) is listed."""
     rows = await pool.fetch(
         "SELECT * FROM runs WHERE workspace_id = $1"
         " AND ($2::uuid IS NULL OR workflow_id = $2)"
         " AND ($3::text IS NULL OR status = $3)"
-        " AND ($6::uuid IS NULL AND parent_step IS NULL"
+        " AND ($6::uuid IS NULL AND (parent_step IS NULL OR caller_node IS NOT NULL)"
         "      OR parent_run_id = $6 AND parent_step IS NOT NULL)"
         " AND ($5::uuid IS NULL OR (created_at, id) <"
         "      (SELECT created_at, id FROM runs WHERE workspace_id = $1 AND id = $5))"
@@ -83,3 +84,22 @@ async def queue_figures(pool: asyncpg.Pool) -> dict[str, Any]:
         "oldest_ready_seconds": float(row["oldest"]) if row else 0.0,
         "by_status": {r["status"]: int(r["n"]) for r in by_status},
     }
+
+
+_DEPTH = """
+WITH RECURSIVE up (id, depth) AS (
+    SELECT parent_run_id, 1 FROM runs
+    WHERE workspace_id = $1 AND id = $2 AND parent_run_id IS NOT NULL
+    UNION ALL
+    SELECT r.parent_run_id, up.depth + 1 FROM up
+    JOIN runs r ON r.workspace_id = $1 AND r.id = up.id
+    WHERE r.parent_run_id IS NOT NULL AND up.depth < $3
+)
+SELECT coalesce(max(depth), 0) FROM up
+"""
+
+
+async def nesting_depth(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID, limit: int) -> int:
+    """How many runs ``run_id`` is nested in (its parent, the parent's parent, ...), counted
+    up to ``limit``."""
+    return int(await pool.fetchval(_DEPTH, workspace_id, run_id, limit))

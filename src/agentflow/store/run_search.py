@@ -28,8 +28,9 @@ _RANGES = {
 
 
 async def search_runs(pool: asyncpg.Pool, workspace_id: UUID, wanted: RunFilter) -> list[RunRecord]:
-    """Runs that match every filter of ``wanted``, newest first, one page. Loop items are
-    left out unless ``loop_of`` asks for a run's items."""
+    """Runs that match every filter of ``wanted``, newest first, one page. Loop items (and
+    agent nodes' runs) are left out unless ``loop_of`` asks for a run's items; runs of other
+    workflows that a run started (``run_workflow``) are listed."""
     args: list[Any] = [workspace_id]
 
     def arg(value: Any) -> str:
@@ -47,7 +48,7 @@ async def search_runs(pool: asyncpg.Pool, workspace_id: UUID, wanted: RunFilter)
     for r in wanted.ranges:
         where.append(f"{_RANGES[r.field]} {RANGE_OPS[r.op]} {arg(r.value)}")
     if wanted.loop_of is None:
-        where.append("parent_step IS NULL")
+        where.append("(parent_step IS NULL OR caller_node IS NOT NULL)")  # not parts of a run
     else:
         where.append(f"parent_run_id = {arg(wanted.loop_of)} AND parent_step IS NOT NULL")
     if wanted.before is not None:

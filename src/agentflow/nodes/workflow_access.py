@@ -1,0 +1,82 @@
+"""Workflows as ``run_workflow`` steps find them: by name, at a version or the latest, checked
+before a child run of one is started.
+
+Failures are :class:`~agentflow.core.errors.StepFailure` codes with a solution, none retryable
+(the answer would not change on a second attempt): ``child_workflow_not_found``,
+``child_version_not_found``, ``child_workflow_draft``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from uuid import UUID
+
+import asyncpg
+
+from agentflow.core.definitions import AgentConfig, StructuredConfig
+from agentflow.core.errors import StepFailure
+from agentflow.core.records import VersionRecord
+from agentflow.store import reads, workflows
+
+Parse = Callable[[VersionRecord], AgentConfig | StructuredConfig]
+
+
+@dataclass(frozen=True)
+class Callee:
+    """A workflow version a run may start a child of."""
+
+    workflow_id: UUID
+    name: str
+    version: int
+    config: AgentConfig | StructuredConfig
+
+
+class WorkflowAccess:
+    """Look up the workflows of a workspace for the steps of one worker.
+
+    Args:
+        pool: the database pool.
+        parse: a version record's parsed config (the worker's cache of them).
+    """
+
+    def __init__(self, pool: asyncpg.Pool, parse: Parse) -> None:
+        self._pool = pool
+        self._parse = parse
+
+    async def callee(self, workspace_id: UUID, name: str, version: int | None, node: str) -> Callee:
+        """The workflow ``name`` at ``version`` (None: its latest).
+
+        Raises:
+            StepFailure: the workflow or version does not exist, or the workflow is a draft.
+        """
+        found = await workflows.get_by_name(self._pool, workspace_id, name)
+        if found is None:
+            raise StepFailure(
+                "child_workflow_not_found",
+                f"run_workflow {node!r}: this workspace has no workflow named {name!r}",
+                details={"node": node, "workflow": name},
+                solution="Create and publish that workflow, or fix the node's 'workflow'.",
+            )
+        if found.draft:
+            raise StepFailure(
+                "child_workflow_draft",
+                f"run_workflow {node!r}: workflow {name!r} is a draft",
+                details={"node": node, "workflow": name},
+                solution="Publish the workflow (clear its draft flag) before other runs start it.",
+            )
+        wanted = found.latest_version if version is None else version
+        record = await workflows.get_version(self._pool, workspace_id, found.id, wanted)
+        if record is None:
+            raise StepFailure(
+                "child_version_not_found",
+                f"run_workflow {node!r}: workflow {name!r} has no version {wanted}"
+                f" (its latest is {found.latest_version})",
+                details={"node": node, "workflow": name, "version": wanted, "latest": found.latest_version},
+                solution="Name an existing version, or leave 'version' out for the latest.",
+            )
+        return Callee(found.id, found.name, record.version, self._parse(record))
+
+    async def depth(self, workspace_id: UUID, run_id: UUID, limit: int) -> int:
+        """How many runs ``run_id`` is nested in, counted up to ``limit``."""
+        return await reads.nesting_depth(self._pool, workspace_id, run_id, limit)
