@@ -8,6 +8,7 @@ resumes the run exactly once; a later one gets 409 naming who answered first.
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import Awaitable, Callable
 from typing import Any
 from uuid import UUID
@@ -15,12 +16,13 @@ from uuid import UUID
 import jsonschema
 
 from agentflow.core.errors import ConfigError, ConflictError, NotFoundError
+from agentflow.core.graph.callback_nodes import token_hash
 from agentflow.core.ids import DEFAULT_WORKSPACE
 from agentflow.store import requests
 from agentflow.store.database import Database
 
 STATUSES = ("pending", "approved", "rejected", "answered", "expired")
-VIA = ("in_app", "email", "slack", "webhook", "api")
+VIA = ("in_app", "email", "slack", "webhook", "api", "callback")
 
 
 class HumanRequests:
@@ -111,6 +113,26 @@ class HumanRequests:
             raise ConflictError("request_changed", "the request changed meanwhile; look at it again")
         return await self.get(request_id, workspace_id=workspace_id)
 
+    async def call_back(self, request_id: UUID, token: str, body: Any) -> dict[str, Any]:
+        """Answer a ``wait_callback``'s request with ``body``, when ``token`` is its token.
+
+        Raises:
+            NotFoundError: ``callback_not_found`` (no such callback, or not this token: the
+                two are not told apart).
+            ConflictError: ``request_already_answered`` (a call came first), ``request_expired``.
+        """
+        found = await requests.find_callback(self._db.pool, request_id)
+        if found is None or not hmac.compare_digest(found["token_sha256"] or "", token_hash(token)):
+            raise NotFoundError(
+                "callback_not_found",
+                "no callback with this id and token",
+                solution="Call the callback URL exactly as the run gave it, its token included.",
+            )
+        return await self.respond(
+            request_id, response=body, responded_by="callback", via="callback",
+            workspace_id=found["workspace_id"],
+        )  # fmt: skip
+
     @staticmethod
     def _check_open(request: dict[str, Any]) -> None:
         if request["status"] != "pending":
@@ -137,6 +159,8 @@ def _checked(request: dict[str, Any], approved: bool | None, response: Any) -> t
             edited = response is not None
             return "approved", "approved", response if edited else spec.get("proposed")
         return "approved", "approved", None
+    if kind == "callback":
+        return "answered", "answered", response
     if kind == "input":
         problems = [
             f"{'.'.join(str(p) for p in e.absolute_path) or '(response)'}: {e.message[:200]}"

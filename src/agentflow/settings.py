@@ -51,7 +51,8 @@ class Settings(BaseSettings):
             proxy relayed is served only when the proxy is listed and its client is local.
         secret_key: 32 random bytes in base64 that encrypt secrets at rest (webhook signing
             secrets). With the embedded server and no key, one is made in ``data_dir``.
-        public_url: the server's external base URL, used to print webhook URLs.
+        public_url: the server's external base URL, used to print webhook URLs and to make
+            callback URLs (``wait_callback``); default ``http://<host>:<port>``.
         model: the default model of agent workflows and the event gate, ``provider:model``
             (``openai:gpt-4o-mini``, ``anthropic:claude-sonnet-4-5``, ``gemini:gemini-2.0-flash``,
             ``scripted``). Unset: the deterministic scripted provider, which says so.
@@ -132,6 +133,11 @@ class Settings(BaseSettings):
     def import_modules(self) -> list[str]:
         """``imports`` split into module names."""
         return [m.strip() for m in self.imports.split(",") if m.strip()]
+
+    @property
+    def base_url(self) -> str:
+        """The API's external base URL, without a trailing slash."""
+        return (self.public_url or f"http://{self.host}:{self.port}").rstrip("/")
 
     @property
     def http_allow_list(self) -> list[str]:

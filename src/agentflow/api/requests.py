@@ -2,6 +2,9 @@
 ``user_input`` nodes and agents' tool approvals), shows one, and takes an answer. The first
 valid answer resumes the run; a later one is 409 ``request_already_answered`` naming who
 answered first; an answer that does not fit what was asked is 422 ``response_invalid``.
+
+``/api/public/callbacks/{id}`` is how an outside system answers a ``wait_callback`` node's
+request (issue 13): no API key, the URL's single-use token instead.
 """
 
 from __future__ import annotations
@@ -11,15 +14,17 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Header, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentflow.api import strict_json
 from agentflow.api.deps import EngineDep, WorkspaceDep
 from agentflow.api.openapi import NO_NUL
 from agentflow.api.schemas import ERROR_RESPONSES, conflict
 from agentflow.core.errors import NotFoundError
 
 router = APIRouter(tags=["requests"], responses={**ERROR_RESPONSES})
+CALLBACK_TOKEN_HEADER = "X-Agentflow-Callback-Token"
 
 
 class HumanRequest(BaseModel):
@@ -29,7 +34,9 @@ class HumanRequest(BaseModel):
     run_id: UUID
     workflow_id: UUID
     step_seq: int = Field(description="The step that asked.")
-    kind: str = Field(examples=["approval"], description="approval, input, selection or review.")
+    kind: str = Field(
+        examples=["approval"], description="approval, input, selection, review, or callback (wait_callback)."
+    )
     node_id: str | None = Field(description="The user_input node; null for an agent's tool approval.")
     tool: str | None = Field(description="The tool an agent wants to call (approvals of agents).")
     message: str | None
@@ -117,3 +124,43 @@ async def respond(request_id: str, body: Answer, engine: EngineDep, workspace: W
         responded_by=body.responded_by, via="in_app", workspace_id=workspace,
     )  # fmt: skip
     return HumanRequest.model_validate(answered)
+
+
+class CallbackAnswer(BaseModel):
+    """What a call to a callback URL did."""
+
+    request_id: UUID
+    run_id: UUID
+    status: str = Field(examples=["answered"], description="answered: the run goes on with the body.")
+
+
+@router.post(
+    "/api/public/callbacks/{request_id}",
+    response_model=CallbackAnswer,
+    summary="Call a waiting run back (wait_callback)",
+    responses=conflict("`request_already_answered`, `request_expired`"),
+)
+async def call_back(
+    request_id: str,
+    request: Request,
+    engine: EngineDep,
+    token: Annotated[str | None, Query(max_length=200, description="The token of the callback URL.")] = None,
+    header_token: Annotated[str | None, Header(alias=CALLBACK_TOKEN_HEADER, max_length=200)] = None,
+) -> CallbackAnswer:
+    """The JSON body (empty: null) becomes the ``wait_callback`` node's output; the run goes on.
+    No API key: the URL's token is the credential (or send it in ``X-Agentflow-Callback-Token``).
+    404 ``callback_not_found`` for an unknown id or a wrong token; 409 after the first call or
+    the timeout."""
+    body = await request.body()
+    found = _callback_id(request_id)
+    answered = await engine.requests.call_back(
+        found, token or header_token or "", strict_json.parse(body) if body.strip() else None
+    )
+    return CallbackAnswer(request_id=answered["id"], run_id=answered["run_id"], status=answered["status"])
+
+
+def _callback_id(value: str) -> UUID:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise NotFoundError("callback_not_found", "no callback with this id and token") from None

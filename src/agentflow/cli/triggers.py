@@ -18,9 +18,7 @@ def url(workflow: str = typer.Argument(..., help="The workflow's name or id.")) 
 
     async def go(engine: Engine) -> None:
         found = await engine.get_workflow(workflow)
-        base = (engine.settings.public_url or f"http://{engine.settings.host}:{engine.settings.port}").rstrip(
-            "/"
-        )
+        base = engine.settings.base_url
         signed = await engine.webhooks.has_secret(found.id, workspace_id=found.workspace_id)
         console.print(f"public:  POST {base}/api/public/trigger/<trigger key>/{found.id}", highlight=False)
         console.print(f"         or the key in X-Agentflow-Trigger-Key: {base}/api/public/trigger/{found.id}")

@@ -47,6 +47,7 @@ class NodeEnv:
             with ``credentials_unavailable``).
         workflows: the workspace's workflows, for ``run_workflow`` (None: it fails with
             ``run_workflow_unavailable``).
+        public_url: the API's external base URL, for the callback URLs of ``wait_callback``.
     """
 
     tools: ToolRegistry
@@ -62,6 +63,7 @@ class NodeEnv:
     code: CodeSandbox | None = None
     credentials: CredentialAccess | None = None
     workflows: WorkflowAccess | None = None
+    public_url: str = "http://127.0.0.1:8000"
 
     async def render(self, value: Any, node: str, field: str) -> Any:
         """``value`` with its templates rendered in the template context, off the event loop

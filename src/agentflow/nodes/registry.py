@@ -23,6 +23,7 @@ from agentflow.nodes.send_message import SendMessageRunner
 from agentflow.nodes.tool import ToolRunner
 from agentflow.nodes.user_input import UserInputRunner
 from agentflow.nodes.wait import WaitRunner
+from agentflow.nodes.wait_callback import WaitCallbackRunner
 
 RUNNERS: dict[str, NodeRunner] = {
     r.kind: r
@@ -45,6 +46,7 @@ RUNNERS: dict[str, NodeRunner] = {
         RunCodeRunner(),
         SendMessageRunner(),
         RunWorkflowRunner(),
+        WaitCallbackRunner(),
     )
 }
 

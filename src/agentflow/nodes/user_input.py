@@ -52,7 +52,7 @@ class UserInputRunner(BaseRunner):
         asked = ctx.step_seq if env.asked is None else env.asked
         request_id = request_id_for(ctx.run_id, asked)
         park = node.wait.total_seconds() + GRACE_SECONDS
-        found = _answer(env, str(request_id))
+        found = answer_in(env, str(request_id))
         if found is None:
             pending = {"request_id": str(request_id), "status": "pending"}
             if env.asked is not None:  # woken by something else: wait on
@@ -89,7 +89,8 @@ class UserInputRunner(BaseRunner):
         )
 
 
-def _answer(env: NodeEnv, request_id: str) -> InboxItem | None:
+def answer_in(env: NodeEnv, request_id: str) -> InboxItem | None:
+    """The inbox delivery that answers (or times out) request ``request_id``, if it came."""
     for item in env.inbox.items:
         payload = item.payload if isinstance(item.payload, dict) else {}
         if item.kind == REQUEST_KIND and payload.get("request_id") == request_id:

@@ -137,6 +137,8 @@ class Notifier:
             await post_slack(self._http, url, text, idempotency_key=key)
         elif channel == "webhook":
             payload = {"id": key, "subject": row["subject"], "body": row["body"], "kind": row["kind"]}
+            if "data" in metadata:  # e.g. a wait_callback's URL and data
+                payload["data"] = metadata["data"]
             await post_webhook(self._http, row["recipient"], payload, key)
         else:
             raise StepFailure("channel_unknown", f"cannot deliver channel {channel!r}", retryable=False)

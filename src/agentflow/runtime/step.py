@@ -195,6 +195,7 @@ async def run_activation(
         code=tools_env.code,
         credentials=tools_env.credentials,
         workflows=tools_env.workflows,
+        public_url=tools_env.public_url,
         inbox=cursor.inbox,
         asked=activation.asked,
         template_context={

@@ -124,6 +124,7 @@ class Worker:
                 self.agents.http,
             ),
             workflows=WorkflowAccess(db.pool, self._configs.parse),
+            public_url=settings.base_url,
         )
         gate = gate or ModelGate(self.agents.model, self.agents.prices)
         self._wake = asyncio.Event()

@@ -59,6 +59,17 @@ async def get_request(pool: asyncpg.Pool, workspace_id: UUID, request_id: UUID) 
     return dict(row) if row else None
 
 
+async def find_callback(pool: asyncpg.Pool, request_id: UUID) -> dict[str, Any] | None:
+    """A ``wait_callback``'s request by id alone (a callback URL names no workspace): its
+    workspace and the hash of its token."""
+    row = await pool.fetchrow(
+        "SELECT workspace_id, spec->>'token_sha256' AS token_sha256 FROM requests"
+        " WHERE id = $1 AND kind = 'callback'",
+        request_id,
+    )
+    return dict(row) if row else None
+
+
 # The answer, and the run told through its inbox (the inbox trigger wakes it), at once.
 _ANSWER = """
 WITH a AS (

@@ -1,0 +1,123 @@
+"""The ``wait_callback`` node's runner: make the callback, then read the call (spec in
+``agentflow.core.graph.callback_nodes``).
+
+The first run makes a request of kind ``callback`` with a fresh secret token; the row keeps
+only the token's SHA-256, and the URL (with the token) is the step's output and, with
+``notify``, a webhook notification. Both are written by the step's checkpoint, so only the
+attempt that checkpoints hands out a URL that works. The call (or the timeout) arrives in the
+run's inbox as a ``request`` delivery, as a person's answer does; the node runs again and
+fires ``result`` with the call's body.
+"""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from typing import Any
+
+from agentflow.core.errors import StepFailure
+from agentflow.core.graph.action_nodes import rendered_url_problem
+from agentflow.core.graph.callback_nodes import TIMEOUT, WaitCallbackNode, token_hash
+from agentflow.core.node_specs import NodeSpec
+from agentflow.core.planner import NodeResult
+from agentflow.core.step_context import StepContext
+from agentflow.nodes.base import BaseRunner, NodeEnv
+from agentflow.nodes.user_input import GRACE_SECONDS, answer_in, request_id_for
+
+CALLBACK_PATH = "/api/public/callbacks/"
+
+
+class WaitCallbackRunner(BaseRunner):
+    """Make the callback, wait, and turn the call into the node's output."""
+
+    kind = "wait_callback"
+
+    async def run(self, node: NodeSpec, ctx: StepContext, env: NodeEnv) -> tuple[Any, NodeResult]:
+        """Make the callback (first run), wait again (no call yet), or fire with the body."""
+        assert isinstance(node, WaitCallbackNode)
+        asked = ctx.step_seq if env.asked is None else env.asked
+        request_id = request_id_for(ctx.run_id, asked)
+        park = node.wait.total_seconds() + GRACE_SECONDS
+        found = answer_in(env, str(request_id))
+        if found is None:
+            pending = {"request_id": str(request_id), "status": "waiting"}
+            if env.asked is not None:  # woken by something else: wait on
+                return pending, NodeResult(output=pending, park_secs=park, passes_inbox=True)
+            token = secrets.token_urlsafe(32)
+            url = f"{env.public_url}{CALLBACK_PATH}{request_id}?token={token}"
+            request = _request(node, request_id, token)
+            notes = await _notify(node, ctx, env, request_id, url) if node.notify is not None else ()
+            waiting = {**pending, "callback_url": url, "expires_in_s": node.wait.total_seconds()}
+            return waiting, NodeResult(
+                output=waiting, request=request, park_secs=park, passes_inbox=True, notifications=notes
+            )
+        shown, taken = {"request_id": str(request_id)}, (found.id,)
+        if found.payload.get("outcome") != TIMEOUT:
+            return shown, NodeResult(output=found.payload.get("response"), consumed=taken)
+        if node.timeout_action == "fail":
+            raise StepFailure(
+                "callback_timed_out",
+                f"nothing called wait_callback {node.id!r} back within {node.wait}",
+                retryable=False,
+                details={"node": node.id, "request_id": str(request_id)},
+                solution="Call back sooner, give the node a longer 'wait', or set timeout_action "
+                "to continue or default_response.",
+            )
+        if node.timeout_action == "continue":
+            return shown, NodeResult(output=None, port=TIMEOUT, consumed=taken)
+        return shown, NodeResult(output=node.default_response, consumed=taken)
+
+
+def _request(node: WaitCallbackNode, request_id: uuid.UUID, token: str) -> dict[str, Any]:
+    """The request row's document (see ``agentflow.store.checkpoints.Effects.approval``)."""
+    return {
+        "id": str(request_id),
+        "kind": "callback",
+        "node_id": node.id,
+        "message": f"waiting for a call to the callback URL of {node.id!r}",
+        "spec": {"token_sha256": token_hash(token)},
+        "arguments": {},
+        "arguments_hash": str(request_id),
+        "assignees": [],
+        "channels": ["callback"],
+        "timeout_action": node.timeout_action,
+        "expires_in": node.wait.total_seconds(),
+    }
+
+
+async def _notify(
+    node: WaitCallbackNode, ctx: StepContext, env: NodeEnv, request_id: uuid.UUID, url: str
+) -> tuple[dict[str, Any], ...]:
+    """The webhook notification that tells ``notify`` the callback URL (written once, with
+    the step; delivered at least once with its id as idempotency key)."""
+    assert node.notify is not None
+    rendered = await env.render(node.notify, node.id, "notify")
+    target = str(rendered).strip()
+    problem = rendered_url_problem(target)
+    if problem is not None:
+        raise StepFailure(
+            "callback_notify_invalid",
+            f"wait_callback {node.id!r} field notify: {problem}",
+            retryable=False,
+            details={"node": node.id, "field": "notify"},
+            solution="Make 'notify' render to the http(s) URL to tell the callback URL.",
+        )
+    data = None if node.data is None else await env.render(node.data, node.id, "data")
+    announced = {
+        "callback_url": url,
+        "request_id": str(request_id),
+        "run_id": str(ctx.run_id),
+        "node": node.id,
+        "expires_in_s": node.wait.total_seconds(),
+        "data": data,
+    }
+    note = {
+        "id": str(uuid.uuid5(ctx.run_id, f"wait_callback:{ctx.idempotency_key}")),
+        "channel": "webhook",
+        "recipient": target,
+        "subject": f"callback for {node.id}",
+        "body": url,
+        "kind": "callback",
+        "metadata": {"data": announced, "workflow_id": str(ctx.workflow_id), "node": node.id},
+    }
+    return (note,)
