@@ -22,7 +22,7 @@ from agentflow.store import requests
 from agentflow.store.database import Database
 
 STATUSES = ("pending", "approved", "rejected", "answered", "expired")
-VIA = ("in_app", "email", "slack", "webhook", "api", "callback")
+VIA = ("in_app", "email", "slack", "webhook", "api", "callback", "event")
 
 
 class HumanRequests:

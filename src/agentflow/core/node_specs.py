@@ -16,6 +16,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
 from agentflow.core.durations import parse_duration
+from agentflow.core.graph.event_waits import EVENT_SCHEMA, EventWait
 from agentflow.core.graph.output_params import MAX_PARAMS, OutputParam, params_schema
 from agentflow.core.retry import RetryPolicy
 from agentflow.core.state_definition import MAX_VARIABLES
@@ -152,6 +153,9 @@ class WaitNode(NodeSpec):
     With ``wake_on_event`` the sleep ends early, as soon as something arrives in the run's
     inbox (an enrolled event, a change to a task the run created); ``duration``/``until`` is
     then the longest it waits. The next node sees what arrived as ``{{ inbox }}``.
+
+    With ``for_event`` it waits for an event of a topic that meets a condition (values may be
+    templates), at most ``duration``/``until``; the output is the event, or null.
     """
 
     title: ClassVar[str] = "Wait"
@@ -175,6 +179,10 @@ class WaitNode(NodeSpec):
     wake_on_event: bool = Field(
         default=False, description="End the sleep when something arrives in the inbox."
     )
+    for_event: EventWait | None = Field(
+        default=None,
+        description="Wait for an event of a topic that meets a condition; duration/until is the timeout.",
+    )
 
     @field_validator("duration", mode="before")
     @classmethod
@@ -185,7 +193,13 @@ class WaitNode(NodeSpec):
     def _one_of(self) -> WaitNode:
         if (self.duration is None) == (self.until is None):
             raise ValueError("a wait node needs exactly one of 'duration' or 'until'")
+        if self.for_event is not None and self.wake_on_event:
+            raise ValueError("'wake_on_event' and 'for_event' do not go together")
         return self
+
+    def declared_schema(self, port: str) -> dict[str, Any]:
+        """A wait for an event sends the event (or null); a sleep what it slept."""
+        return EVENT_SCHEMA if self.for_event is not None else self.result_schema
 
 
 class FinishNode(NodeSpec):

@@ -3,8 +3,9 @@
 For every event and every enabled, non-draft workflow whose trigger lists its topic (or, for
 an agent workflow, whose sources include it), the dispatcher admits the event (conditions,
 gate, debounce, then start or enroll; see ``admission``) and records the decision with its
-reason. It all happens in the consumer's transaction, with the cursor: a crash redelivers
-the batch and nothing of it is half-applied.
+reason. Before that, it answers the runs that wait for the batch's events (``event_waits``).
+It all happens in the consumer's transaction, with the cursor: a crash redelivers the batch
+and nothing of it is half-applied.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from agentflow.core.sources import topic_matches
 from agentflow.runtime.admission import Decision, admit, record, topics_of
 from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.consumer import EventConsumer
+from agentflow.runtime.event_waits import answer_waits
 from agentflow.store import dispatch
 from agentflow.store.database import Connection, Database, unavailable
 
@@ -51,6 +53,17 @@ class Dispatcher:
                 again; that delivery is decided pair by pair, see ``_careful``).
         """
         careful, self._careful = self._careful, True
+        # Runs waiting for these events first (runtime.event_waits), in this transaction too.
+        if not careful:
+            await answer_waits(conn, batch, datetime.now(UTC))
+        else:
+            try:
+                async with conn.transaction():  # a savepoint: a failure here blocks no workflow
+                    await answer_waits(conn, batch, datetime.now(UTC))
+            except Exception as exc:
+                if unavailable(exc):
+                    raise
+                logger.exception("answering event waits of a batch failed")
         listening = []
         for version in await dispatch.listening_workflows(conn):
             config = self._configs.parse(version)

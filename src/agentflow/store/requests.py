@@ -92,7 +92,7 @@ SELECT (SELECT count(*) FROM a) AS answered
 
 
 async def answer(
-    pool: asyncpg.Pool,
+    pool: asyncpg.Pool | Connection,
     workspace_id: UUID,
     request_id: UUID,
     *,
@@ -111,6 +111,24 @@ async def answer(
         _ANSWER, workspace_id, request_id, status, response, reason, responded_by, via, outcome
     )
     return row is not None and row["answered"] == 1
+
+
+_EVENT_WAITS = """
+SELECT id, workspace_id, spec->>'topic' AS topic, spec->'match' AS match FROM requests
+WHERE kind = 'event' AND status = 'pending' AND (expires_at IS NULL OR expires_at > now())
+  AND (workspace_id, spec->>'topic') IN (SELECT * FROM unnest($1::uuid[], $2::text[]))
+ORDER BY created_at, id
+"""
+
+
+async def event_waits(conn: Connection, keys: set[tuple[UUID, str]]) -> list[dict[str, Any]]:
+    """Pending, unexpired waits for events of these (workspace, topic) pairs, oldest first:
+    ``id``, ``workspace_id``, ``topic`` and the rendered ``match``."""
+    if not keys:
+        return []
+    workspaces, topics = zip(*sorted(keys, key=str), strict=True)
+    rows = await conn.fetch(_EVENT_WAITS, list(workspaces), list(topics))
+    return [dict(r) for r in rows]
 
 
 _EXPIRE = """
