@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
@@ -188,3 +189,41 @@ async def test_max_depth_stops_a_workflow_that_runs_itself(engine: Engine, worke
         await engine.db.pool.fetchval("SELECT count(*) FROM runs WHERE workflow_id = $1", done.workflow_id)
         == 4
     )
+
+
+async def test_a_runs_total_usage_counts_every_run_it_started(engine: Engine, worker: Worker) -> None:
+    await engine.publish_workflow(doubler())
+    await engine.publish_workflow(
+        flow(
+            "fan",
+            {"id": "each", "type": "for_each", "items": "{{ [1, 2] }}"},
+            {"id": "call", "type": "run_workflow", "workflow": "doubler", "input": {"n": "{{ input }}"}},
+            {"id": "done", "type": "finish", "output": "{{ input }}"},
+            edges=[
+                {"from": "each", "port": "iteration", "to": "call"},
+                {"from": "each", "port": "done", "to": "done"},
+            ],
+        )
+    )
+    run = await engine.wait_for_run((await engine.start_run("fan", {})).id, timeout=30)
+    assert run.status == "completed", run.error
+    # Model use as checkpoints record it, on the run, its two loop items and their two children.
+    tree = await engine.db.pool.fetch(
+        "WITH RECURSIVE t AS (SELECT id FROM runs WHERE id = $1 UNION ALL"
+        " SELECT r.id FROM runs r JOIN t ON r.parent_run_id = t.id) SELECT id FROM t",
+        run.id,
+    )
+    assert len(tree) == 5
+    for n, row in enumerate(tree, start=1):
+        await engine.db.pool.execute(
+            "UPDATE runs SET input_tokens = $2, output_tokens = $3, usd_cost = $4 WHERE id = $1",
+            row["id"], 100 * n, 10 * n, n / 100,
+        )  # fmt: skip
+    async with serve(create_app(engine)) as base, httpx.AsyncClient(base_url=base) as client:
+        shown = (await client.get(f"/api/ai/workflows/fan/runs/{run.id}")).json()
+        child = (await client.get(f"/api/ai/workflows/doubler/runs/{tree[-1]['id']}")).json()
+    assert shown["input_tokens"] == 100, "the run's own use stays its own"
+    total = shown["total_usage"]
+    assert Decimal(total.pop("usd_cost")) == Decimal("0.15")
+    assert total == {"runs": 5, "input_tokens": 1500, "output_tokens": 150, "cached_input_tokens": 0}
+    assert child["total_usage"]["runs"] == 1 and child["total_usage"]["input_tokens"] == 500

@@ -19,6 +19,7 @@ from agentflow.api.schemas import (
     StartedRun,
     StartRun,
     Step,
+    TreeUsage,
     conflict,
 )
 from agentflow.core.errors import ConfigError, NotFoundError
@@ -27,6 +28,7 @@ from agentflow.core.records import RunRecord
 from agentflow.core.run_filters import parse_run_filter
 from agentflow.core.statuses import RunStatus
 from agentflow.engine import Engine
+from agentflow.store import reads
 
 router = APIRouter(
     prefix="/api/ai/workflows/{workflow_id}/runs", tags=["runs"], responses={**ERROR_RESPONSES}
@@ -130,7 +132,8 @@ async def start_run(
 
 @router.get("/{run_id}", response_model=RunDetail, summary="Get a run and its steps")
 async def get_run(workflow_id: str, run_id: str, engine: EngineDep, workspace: WorkspaceDep) -> RunDetail:
-    """A run of this workflow with its step timeline (every attempt, in order)."""
+    """A run of this workflow with its step timeline (every attempt, in order) and its model
+    use with that of every run it started (``total_usage``)."""
     run = await _run_of(engine, workspace, workflow_id, run_id)
     steps = await engine.list_steps(run.id, workspace_id=workspace)
     skipped = run.state.get("skipped") if isinstance(run.state, dict) else None
@@ -139,6 +142,7 @@ async def get_run(workflow_id: str, run_id: str, engine: EngineDep, workspace: W
         **Run.model_validate(run).model_dump(),
         steps=[Step.model_validate(s) for s in steps],
         nodes={node_id: NodeSummary.model_validate(summary) for node_id, summary in nodes.items()},
+        total_usage=TreeUsage.model_validate(await reads.tree_usage(engine.db.pool, workspace, run.id)),
     )
 
 

@@ -236,12 +236,26 @@ class NodeSummary(BaseModel):
     duration_ms: float | None = Field(default=None, description="The sum of its attempts.")
 
 
+class TreeUsage(BaseModel):
+    """Model use of a run and of every run it started, however deep (loop items, agent nodes,
+    child workflows)."""
+
+    runs: int = Field(description="The runs counted: this one and those it started.")
+    input_tokens: int
+    output_tokens: int
+    cached_input_tokens: int
+    usd_cost: Decimal
+
+
 class RunDetail(Run):
-    """A run with its step timeline (every attempt, in order) and, for a structured run, a
-    summary per node."""
+    """A run with its step timeline (every attempt, in order), for a structured run a summary
+    per node, and the usage of the run with every run it started."""
 
     steps: list[Step]
     nodes: dict[str, NodeSummary] = Field(default_factory=dict)
+    total_usage: TreeUsage | None = Field(
+        default=None, description="This run's model use plus that of every run it started."
+    )
 
 
 class RunList(BaseModel):

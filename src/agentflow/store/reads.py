@@ -103,3 +103,24 @@ async def nesting_depth(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID, li
     """How many runs ``run_id`` is nested in (its parent, the parent's parent, ...), counted
     up to ``limit``."""
     return int(await pool.fetchval(_DEPTH, workspace_id, run_id, limit))
+
+
+_TREE_USAGE = """
+WITH RECURSIVE tree (id) AS (
+    SELECT id FROM runs WHERE workspace_id = $1 AND id = $2
+    UNION ALL
+    SELECT c.id FROM tree JOIN runs c ON c.workspace_id = $1 AND c.parent_run_id = tree.id
+)
+SELECT count(*) AS runs, coalesce(sum(r.input_tokens), 0) AS input_tokens,
+       coalesce(sum(r.output_tokens), 0) AS output_tokens,
+       coalesce(sum(r.cached_input_tokens), 0) AS cached_input_tokens,
+       coalesce(sum(r.usd_cost), 0) AS usd_cost
+FROM tree JOIN runs r ON r.workspace_id = $1 AND r.id = tree.id
+"""
+
+
+async def tree_usage(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID) -> dict[str, Any]:
+    """Model use of a run and of every run it started, however deep: ``runs``, tokens, USD."""
+    row = await pool.fetchrow(_TREE_USAGE, workspace_id, run_id)
+    assert row is not None  # an aggregate always answers
+    return dict(row)
