@@ -46,6 +46,7 @@ from agentflow.human_requests import HumanRequests
 from agentflow.knowledge import KnowledgeBase
 from agentflow.knowledge.embedding import configured_embedder
 from agentflow.llm.base import ModelProvider
+from agentflow.nodes.workflow_access import refuse_unknown_children
 from agentflow.reports import Reports
 from agentflow.runtime import metrics
 from agentflow.runtime.configs import ConfigCache
@@ -141,12 +142,15 @@ class Engine:
             draft / enabled: set the workflow's flags (None keeps them).
 
         Raises:
-            ConfigError: the config is invalid (every offending path is listed), or it has
-                ``run_code`` nodes while code steps are off (``run_code_disabled``).
+            ConfigError: the config is invalid (every offending path is listed), it has
+                ``run_code`` nodes while code steps are off (``run_code_disabled``), or a
+                ``run_workflow`` node names a missing or draft workflow or version.
         """
         parsed = _parse(config)
         if self.settings.run_code == "off" and isinstance(parsed, StructuredConfig):
             refuse_code_steps(parsed.nodes)
+        if isinstance(parsed, StructuredConfig):
+            await refuse_unknown_children(self.db.pool, workspace_id, parsed)
         document = config_document(parsed)
         return await workflows.publish(
             self.db.pool, workspace_id, name=parsed.name, kind=parsed.kind, document=document,

@@ -8,9 +8,11 @@ from typing import Any
 from uuid import UUID
 
 import httpx
+import pytest
 
 import tests.support.tools  # noqa: F401  (registers the tools)
 from agentflow.api.app import create_app
+from agentflow.core.errors import ConfigError, NotFoundError
 from agentflow.core.records import RunRecord
 from agentflow.engine import Engine
 from agentflow.runtime.worker import Worker
@@ -150,20 +152,35 @@ async def test_canceling_the_parent_cancels_the_child_it_waits_for(engine: Engin
     assert (await engine.wait_for_run(child.id, timeout=30)).status == "canceled"
 
 
-async def test_a_missing_draft_or_refused_child_is_a_step_error_with_its_fix(
+async def test_a_missing_draft_or_unknown_version_is_refused_at_publish(engine: Engine) -> None:
+    await engine.publish_workflow(doubler())
+    await engine.publish_workflow(flow("drafty", {"id": "end", "type": "finish", "output": 1}), draft=True)
+    cases = [
+        ({"workflow": "nowhere"}, "nodes[0].workflow", "no workflow named 'nowhere'"),
+        ({"workflow": "drafty"}, "nodes[0].workflow", "is a draft"),
+        ({"version": 7}, "nodes[0].version", "has no version 7 (its latest is 1)"),
+    ]
+    for node, path, words in cases:
+        with pytest.raises(ConfigError) as info:
+            await engine.publish_workflow(caller("refused", **node))
+        (error,) = info.value.info.details["errors"]
+        assert error["path"] == path and words in error["message"], error
+    with pytest.raises(NotFoundError):
+        await engine.get_workflow("refused")
+
+
+async def test_a_child_made_a_draft_or_given_a_bad_input_is_a_step_error_with_its_fix(
     engine: Engine, worker: Worker
 ) -> None:
     await engine.publish_workflow(doubler())
     await engine.publish_workflow(flow("drafty", {"id": "end", "type": "finish", "output": 1}))
-    await engine.set_flags("drafty", draft=True)
     cases = {
-        "no-such": ({"workflow": "nowhere"}, "child_workflow_not_found"),
         "draft": ({"workflow": "drafty", "input": {}}, "child_workflow_draft"),
-        "old": ({"version": 7}, "child_version_not_found"),
         "bad-input": ({"input": {"n": "twelve"}}, "child_payload_invalid"),
     }
     for name, (node, _) in cases.items():
         await engine.publish_workflow(caller(name, **node))
+    await engine.set_flags("drafty", draft=True)  # after the callers were published
     for name, (_, code) in cases.items():
         done = await engine.wait_for_run((await engine.start_run(name, {"n": 1})).id, timeout=30)
         assert done.status == "failed" and done.error is not None, name

@@ -15,7 +15,8 @@ from uuid import UUID
 import asyncpg
 
 from agentflow.core.definitions import AgentConfig, StructuredConfig
-from agentflow.core.errors import StepFailure
+from agentflow.core.errors import ConfigError, StepFailure
+from agentflow.core.graph.child_nodes import RunWorkflowNode
 from agentflow.core.records import VersionRecord
 from agentflow.store import reads, workflows
 
@@ -80,3 +81,33 @@ class WorkflowAccess:
     async def depth(self, workspace_id: UUID, run_id: UUID, limit: int) -> int:
         """How many runs ``run_id`` is nested in, counted up to ``limit``."""
         return await reads.nesting_depth(self._pool, workspace_id, run_id, limit)
+
+
+async def refuse_unknown_children(pool: asyncpg.Pool, workspace_id: UUID, config: StructuredConfig) -> None:
+    """Refuse, at publish, ``run_workflow`` nodes whose workflow is missing (other than the one
+    being published, which may run itself), a draft, or lacks the pinned version.
+
+    Raises:
+        ConfigError: ``config_invalid``, naming each node's ``workflow`` or ``version``.
+    """
+    errors: list[dict[str, str]] = []
+    for index, node in enumerate(config.nodes):
+        if not isinstance(node, RunWorkflowNode) or node.workflow == config.name:
+            continue
+        found = await workflows.get_by_name(pool, workspace_id, node.workflow)
+        name, where = node.workflow, f"nodes[{index}]"
+        if found is None:
+            errors.append({"path": f"{where}.workflow", "message": f"no workflow named {name!r} here"})
+        elif found.draft:
+            errors.append({"path": f"{where}.workflow", "message": f"workflow {name!r} is a draft"})
+        elif node.version is not None and node.version > found.latest_version:
+            latest = found.latest_version
+            message = f"workflow {name!r} has no version {node.version} (its latest is {latest})"
+            errors.append({"path": f"{where}.version", "message": message})
+    if errors:
+        raise ConfigError(
+            "config_invalid",
+            f"{errors[0]['path']}: {errors[0]['message']}",
+            details={"errors": errors},
+            solution="Publish the workflows a run_workflow node starts first (and not as drafts).",
+        )
