@@ -28,6 +28,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 LANE_B = (
     "tests/unit",
+    "tests/browser",
     "tests/integration/test_b2_lifecycle.py",
     "tests/integration/test_schemathesis.py",
     "tests/e2e/test_bench_smoke.py",

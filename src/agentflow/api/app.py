@@ -10,6 +10,7 @@ from starlette.middleware.cors import CORSMiddleware
 import agentflow
 from agentflow.api import (
     accounts,
+    console,
     credentials,
     errors,
     events,
@@ -99,6 +100,7 @@ def create_app(
     )
     for module in routers:
         app.include_router(module.router)
+    console.install(app)
     # Middleware added last runs first: CatchAll, BrowserGuard, (CORS), BodyGuard, the routes.
     app.add_middleware(BodyGuard, max_bytes=max_body_bytes, timeout=body_timeout)
     if policy.cors_origins:

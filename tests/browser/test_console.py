@@ -1,0 +1,143 @@
+"""The console in a real browser (Debian's Chromium driven by Playwright): publish a workflow
+from YAML, start it, watch its timeline update live, answer its request in the inbox, see it
+finish, filter the run list; a config with a mistake shows the error where it is.
+
+Screenshots of each page go to ``test-artifacts/console/``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from playwright.async_api import Browser, Page, async_playwright, expect
+
+from agentflow.api.app import create_app
+from agentflow.engine import Engine
+from tests.support.agents import running_worker
+from tests.support.http_server import serve
+
+CHROMIUM = os.environ.get("AGENTFLOW_TEST_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+SHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "console"
+
+APPROVAL_YAML = """name: refund
+kind: structured
+nodes:
+  - id: ask
+    type: user_input
+    message: "Refund {{ payload.amount }} USD?"
+    assignees: [lee]
+  - {id: refunded, type: finish, output: "refunded by {{ input.responded_by }}"}
+  - {id: declined, type: finish, output: "declined"}
+edges:
+  - {from: ask, port: approved, to: refunded}
+  - {from: ask, port: rejected, to: declined}
+"""
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    assert Path(CHROMIUM).exists(), (
+        f"no Chromium at {CHROMIUM}: apt-get install -y chromium (.ci/run does), or set AGENTFLOW_TEST_CHROMIUM"
+    )
+    async with async_playwright() as playwright:
+        launched = await playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=["--no-sandbox"]
+        )
+        yield launched
+        await launched.close()
+
+
+async def shot(page: Page, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    await page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+@pytest.mark.timeout(180)
+async def test_a_person_runs_the_whole_job_from_the_browser(engine: Engine, browser: Browser) -> None:
+    errors: list[str] = []
+    async with running_worker(engine), serve(create_app(engine)) as base:
+        page = await browser.new_page()
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+
+        # Publish from YAML.
+        await page.goto(base + "/#/new")
+        await page.fill("#yaml", APPROVAL_YAML)
+        await page.click("#publish")
+        await expect(page).to_have_url(re.compile(r"#/workflows/refund$"))
+        await expect(page.locator("h1")).to_contain_text("refund")
+        assert (await engine.get_workflow("refund")).latest_version == 1
+        await shot(page, "1-workflow")
+
+        # Start it: the run page shows it waiting for a person, and the inbox counts it.
+        await page.fill("#payload", '{"amount": 120}')
+        await page.click("#start")
+        await expect(page).to_have_url(re.compile(r"#/runs/[0-9a-f-]+/[0-9a-f-]+$"))
+        run_id = page.url.rsplit("/", 1)[1]
+        await expect(page.locator("#run-status [data-status]")).to_have_attribute(
+            "data-status", "waiting", timeout=20_000
+        )
+        await expect(page.locator("#timeline tr[data-node='ask']")).to_have_count(1)
+        await expect(page.locator("#inbox-count")).to_have_text("1", timeout=10_000)
+        await shot(page, "2-run-waiting")
+        run_page = page.url
+
+        # Answer in the inbox.
+        await page.click("nav >> text=Inbox")
+        card = page.locator("article[data-request]")
+        await expect(card).to_have_count(1)
+        await expect(card).to_contain_text("Refund 120 USD?")
+        await card.locator("input[aria-label='Your name']").fill("lee")
+        await shot(page, "3-inbox")
+        await card.locator("button", has_text="Approve").click()
+        await expect(page.locator("#inbox-empty")).to_be_visible()
+
+        # The run page, live: it finishes without a reload.
+        await page.goto(run_page)
+        await expect(page.locator("#run-status [data-status]")).to_have_attribute(
+            "data-status", "completed", timeout=20_000
+        )
+        await expect(page.locator("#run-output")).to_contain_text("refunded by lee")
+        await expect(page.locator("#timeline tr[data-node='refunded']")).to_have_count(1)
+        await shot(page, "4-run-completed")
+        assert (await engine.get_run(run_id)).output == "refunded by lee"
+
+        # Filter the run list; the filter lives in the URL.
+        await page.click("nav >> text=Runs")
+        await page.fill("#filter-status", "completed")
+        await page.click("#run-filters button[type=submit]")
+        await expect(page).to_have_url(re.compile(r"#/runs\?status=completed$"))
+        await expect(page.locator("main[data-view='#/runs?status=completed']")).to_have_count(1)
+        await expect(page.locator(f"#runs tr[data-run='{run_id}']")).to_have_count(1)
+        await page.fill("#filter-status", "failed")
+        await page.click("#run-filters button[type=submit]")
+        await expect(page.locator("main[data-view='#/runs?status=failed']")).to_contain_text("No runs.")
+        await shot(page, "5-runs-filtered")
+
+        # A mistake is shown with its path, and nothing is published.
+        await page.goto(base + "/#/new")
+        await page.fill("#yaml", "name: broken\nkind: structured\nnodes:\n  - {id: a, type: teleport}\n")
+        await page.click("#publish")
+        await expect(page.locator(".errors")).to_contain_text("nodes[0].type")
+        await shot(page, "6-config-error")
+    assert [w.name for w in await engine.list_workflows()] == ["refund"]
+    # Nothing failed in the page but the publish the test meant to fail (422).
+    assert [e for e in errors if "status of 422" not in e] == [], errors
+
+
+async def test_the_console_page_allows_only_its_own_scripts(engine: Engine) -> None:
+    import httpx
+
+    async with serve(create_app(engine)) as base, httpx.AsyncClient(base_url=base) as client:
+        page = await client.get("/")
+        script = await client.get("/console/app.js")
+        missing = await client.get("/console/nothing.js")
+    assert page.status_code == 200 and "agentflow" in page.text
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+    assert script.status_code == 200 and "javascript" in script.headers["content-type"]
+    assert missing.status_code == 404
