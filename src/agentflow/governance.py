@@ -71,6 +71,7 @@ class Governance:
         decided_by: str | None = None,
         arguments_hash: str | None = None,
         edited: dict[str, Any] | None = None,
+        via: str | None = None,
         workspace_id: UUID = DEFAULT_WORKSPACE,
     ) -> dict[str, Any]:
         """Approve or reject a pending call; its run wakes and acts on the decision.
@@ -80,6 +81,7 @@ class Governance:
                 carries exactly this hash (it always applies only to the exact arguments).
             edited: approve the call with these arguments instead (checked against the tool's
                 schema when the call runs).
+            via: the channel the decision came through (``in_app``, ``email``, ``api``).
 
         Raises:
             NotFoundError: ``approval_not_found``.
@@ -99,6 +101,7 @@ class Governance:
             decided_by,
             arguments_hash,
             edited if approve else None,
+            via,
         ):
             return await self.approval(approval_id, workspace_id=workspace_id)
         current = await self.approval(approval_id, workspace_id=workspace_id)

@@ -8,16 +8,15 @@ resumes the run exactly once; a later one gets 409 naming who answered first.
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Awaitable, Callable
 from typing import Any
 from uuid import UUID
 
 import jsonschema
 
-from agentflow.core.errors import ConfigError, ConflictError, NotFoundError
-from agentflow.core.graph.callback_nodes import token_hash
+from agentflow.core.errors import AuthError, ConfigError, ConflictError, NotFoundError
 from agentflow.core.ids import DEFAULT_WORKSPACE
+from agentflow.core.link_tokens import token_hash
 from agentflow.store import requests
 from agentflow.store.database import Database
 
@@ -100,7 +99,7 @@ class HumanRequests:
             edited = _edited_call(request, response) if approved else None
             await self._decide_approval(
                 request_id, approve=approved, reason=reason, decided_by=responded_by, edited=edited,
-                workspace_id=workspace_id,
+                via=via if via in VIA else "api", workspace_id=workspace_id,
             )  # fmt: skip
             return await self.get(request_id, workspace_id=workspace_id)
         status, outcome, value = _checked(request, approved, response)
@@ -121,8 +120,8 @@ class HumanRequests:
                 two are not told apart).
             ConflictError: ``request_already_answered`` (a call came first), ``request_expired``.
         """
-        found = await requests.find_callback(self._db.pool, request_id)
-        if found is None or not hmac.compare_digest(found["token_sha256"] or "", token_hash(token)):
+        found = await requests.find_by_link(self._db.pool, request_id, token_hash(token))
+        if found is None or found["kind"] != "callback":
             raise NotFoundError(
                 "callback_not_found",
                 "no callback with this id and token",
@@ -131,6 +130,40 @@ class HumanRequests:
         return await self.respond(
             request_id, response=body, responded_by="callback", via="callback",
             workspace_id=found["workspace_id"],
+        )  # fmt: skip
+
+    async def by_link(self, request_id: UUID, token: str) -> tuple[dict[str, Any], str]:
+        """A request as its emailed link shows it, and to whom the link was given.
+
+        Raises:
+            AuthError: ``link_invalid`` (no such request, or not its link), ``link_expired``.
+        """
+        found = await requests.find_by_link(self._db.pool, request_id, token_hash(token))
+        if found is None or found["kind"] in ("callback", "event"):
+            raise AuthError(
+                "link_invalid",
+                "this link does not answer any request",
+                solution="Open the link exactly as the email gave it, or answer in the console's inbox.",
+            )
+        request = await self.get(request_id, workspace_id=found["workspace_id"])
+        if (found["expired"] and request["status"] == "pending") or request["status"] == "expired":
+            raise AuthError("link_expired", "this request timed out before it was answered")
+        return request, str(found["given_to"])
+
+    async def respond_by_link(
+        self, request_id: UUID, token: str, *, approved: bool | None, response: Any, reason: str | None
+    ) -> dict[str, Any]:
+        """Answer a request through its emailed link, as the person it was given to.
+
+        Raises:
+            AuthError: ``link_invalid``, ``link_expired``.
+            ConflictError: ``request_already_answered`` (with who answered first).
+            ConfigError: ``response_invalid``.
+        """
+        request, given_to = await self.by_link(request_id, token)
+        return await self.respond(
+            request_id, approved=approved, response=response, reason=reason, responded_by=given_to,
+            via="email", workspace_id=request["workspace_id"],
         )  # fmt: skip
 
     @staticmethod

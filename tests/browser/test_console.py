@@ -7,6 +7,7 @@ Screenshots of each page go to ``test-artifacts/console/``.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shutil
@@ -14,10 +15,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import yaml
 from playwright.async_api import Browser, Page, async_playwright, expect
 
 from agentflow.api.app import create_app
 from agentflow.engine import Engine
+from agentflow.integrations.smtp_sink import SmtpSink
+from tests.conftest import make_settings
 from tests.support.agents import running_worker
 from tests.support.http_server import serve
 
@@ -128,6 +132,50 @@ async def test_a_person_runs_the_whole_job_from_the_browser(engine: Engine, brow
     assert [w.name for w in await engine.list_workflows()] == ["refund"]
     # Nothing failed in the page but the publish the test meant to fail (422).
     assert [e for e in errors if "status of 422" not in e] == [], errors
+
+
+@pytest.mark.timeout(120)
+async def test_an_emailed_link_opens_a_page_that_answers_the_request(
+    database_url: str, browser: Browser, tmp_path: Path
+) -> None:
+    flow = APPROVAL_YAML.replace("name: refund", "name: refund-by-mail").replace(
+        "assignees: [lee]", "assignees: [lee@example.com]\n    channels: [in_app, email]"
+    )
+    with SmtpSink(jsonl_path=tmp_path / "mail.jsonl") as sink:
+        settings = make_settings(database_url, smtp_url=sink.url, smtp_from="agentflow@example.com")
+        engine = await Engine.connect(settings, migrate_schema=False)
+        try:
+            await engine.publish_workflow(yaml.safe_load(flow))
+            async with running_worker(engine), serve(create_app(engine)) as base:
+                run = await engine.start_run("refund-by-mail", {"amount": 75})
+                link = await _mailed_link(sink)
+                fragment = link.split("/answer", 1)[1]  # the link's origin is the default public URL
+                forged = await browser.new_page()
+                await forged.goto(base + "/answer" + fragment.rsplit("token=", 1)[0] + "token=forged")
+                await expect(forged.locator("#answer-error")).to_contain_text("link_invalid")
+                page = await browser.new_page()
+                await page.goto(base + "/answer" + fragment)
+                await expect(page.locator("#message")).to_have_text("Refund 75 USD?")
+                await expect(page.locator("main")).not_to_contain_text("null")
+                await shot(page, "7-emailed-link")
+                await page.fill("#reason", "within policy")
+                await page.click("#approve")
+                await expect(page.locator("#answered")).to_have_attribute("data-status", "approved")
+                await shot(page, "8-emailed-link-answered")
+                done = await engine.wait_for_run(run.id, timeout=30)
+        finally:
+            await engine.close()
+    assert done.output == "refunded by lee@example.com"
+
+
+async def _mailed_link(sink: SmtpSink) -> str:
+    for _ in range(300):
+        for message in sink.messages:
+            found = re.search(r"http://\S+/answer#request=\S+", message.body)
+            if found:
+                return found.group(0)
+        await asyncio.sleep(0.05)
+    raise AssertionError("no email with a link arrived")
 
 
 async def test_the_console_page_allows_only_its_own_scripts(engine: Engine) -> None:

@@ -3,6 +3,7 @@ is what runs), and the workflow declares how long a request waits and what its t
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -38,9 +39,19 @@ async def test_the_approver_is_emailed_and_an_edited_call_is_what_runs(engine: E
         notes = await notifications.list_notifications(engine.db.pool, run.workspace_id, run.id, 10)
         assert sorted(n["recipient"] for n in notes) == ["dana@acme.example", "lee@example.com"]
         assert all(n["subject"] == "Approval needed: create_task (meeting-follow-up)" for n in notes)
-        assert f"/api/requests/{request['id']}/respond" in notes[0]["body"]
+        # Each email carries its own link; lee's answers as lee, and the edited call is what runs.
+        links = {
+            n["recipient"]: re.search(r"/answer#request=([0-9a-f-]+)&token=(\S+)", n["body"]) for n in notes
+        }
+        assert all(found and found.group(1) == str(request["id"]) for found in links.values())
+        lee = links["lee@example.com"]
+        assert lee is not None and links["dana@acme.example"] is not None
+        assert lee.group(2) != links["dana@acme.example"].group(2)
         edited = {"title": "Send the SSO guide today"}
-        await engine.requests.respond(request["id"], approved=True, response=edited, responded_by="lee")
+        answered = await engine.requests.respond_by_link(
+            request["id"], lee.group(2), approved=True, response=edited, reason=None
+        )
+        assert (answered["responded_by"], answered["responded_via"]) == ("lee@example.com", "email")
         done = await until(engine, run.id, lambda r: r.status.is_terminal)
     assert done.status == "completed", done.error
     assert [t.title for t in await engine.tasks.list(run_id=run.id)] == ["Send the SSO guide today"]

@@ -62,7 +62,7 @@ DECLARED_COLUMNS = {
     "requests": {
         "workspace_id", "id", "run_id", "step_seq", "tool", "arguments", "arguments_hash", "status", "reason",
         "decided_by", "created_at", "expires_at", "decided_at", "kind", "node_id", "message", "spec",
-        "assignees", "channels", "timeout_action", "response", "responded_via",
+        "assignees", "channels", "timeout_action", "response", "responded_via", "link_tokens",
     },
     "workspace_budgets": {"workspace_id", "daily_usd", "daily_tokens", "updated_at"},
     "credentials": {

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import hashlib
 
-from agentflow.core.graph.callback_nodes import WaitCallbackNode, token_hash
+from agentflow.core.graph.callback_nodes import WaitCallbackNode
+from agentflow.core.link_tokens import new_token, token_hash
 
 
 def test_the_timeout_port_exists_only_when_the_timeout_continues() -> None:
@@ -23,3 +24,8 @@ def test_a_templated_notify_url_is_checked_when_the_step_runs_not_at_publish() -
 
 def test_a_row_keeps_the_tokens_sha256_not_the_token() -> None:
     assert token_hash("abc") == hashlib.sha256(b"abc").hexdigest() != "abc"
+
+
+def test_link_tokens_are_fresh_and_long() -> None:
+    tokens = {new_token() for _ in range(100)}
+    assert len(tokens) == 100 and min(len(t) for t in tokens) >= 43

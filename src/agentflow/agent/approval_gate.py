@@ -21,6 +21,7 @@ from agentflow.agent.outcome import AgentStep
 from agentflow.core.agent_state import AgentState, arguments_hash
 from agentflow.core.chat import ToolCall
 from agentflow.core.errors import ErrorInfo
+from agentflow.core.link_tokens import ANSWER_PAGE, new_token, token_hash
 from agentflow.core.planner import Transition
 from agentflow.core.statuses import RunStatus
 from agentflow.store import agent_reads
@@ -83,7 +84,7 @@ async def approval_gate(
         reason=AWAITING_APPROVAL,
     )  # fmt: skip
     effects = (
-        Effects(approval=request, notifications=approval_notes(ctx, request))
+        Effects(approval=request, notifications=approval_notes(ctx, request, env.public_url))
         if pending is None
         else NO_EFFECTS
     )
@@ -108,20 +109,24 @@ def _approval_expired(
     return AgentStep(transition, "agent.approval", call.name, step_input, output, None, NO_EFFECTS)
 
 
-def approval_notes(ctx: CallContext, request: dict[str, Any]) -> list[dict[str, Any]]:
-    """Emails to the workflow's ``approval.notify`` about a new request (the outbox sends them
-    after the checkpoint; an unknown account owner is skipped)."""
+def approval_notes(ctx: CallContext, request: dict[str, Any], base_url: str) -> list[dict[str, Any]]:
+    """Emails to the workflow's ``approval.notify`` about a new request, each with a link that
+    answers it as that person (the tokens' hashes go into ``request['link_tokens']``; the outbox
+    sends them after the checkpoint; an unknown account owner is skipped)."""
     notes: list[dict[str, Any]] = []
+    tokens: dict[str, str] = {}
     for n, who in enumerate(ctx.config.approval.notify):
         recipient = (ctx.account or {}).get("owner") if who == "account_owner" else who
         if not recipient:
             continue
+        token = new_token()
+        tokens[token_hash(token)] = str(recipient)
         body = (
             f"{request['message']} with these arguments:\n\n"
             f"{orjson.dumps(request['arguments'], option=orjson.OPT_INDENT_2).decode()}\n\n"
-            f"Approve or reject it: POST /api/requests/{request['id']}/respond "
-            '{"approved": true} (or false, with a "reason"). It expires in '
-            f"{timedelta(seconds=request['expires_in'])}."
+            f"Approve or reject it here (the link works once, for "
+            f"{timedelta(seconds=request['expires_in'])}):\n"
+            f"{base_url}{ANSWER_PAGE}#request={request['id']}&token={token}\n"
         )
         notes.append({
             "id": str(uuid.uuid5(ctx.run.id, f"approval-note:{request['id']}:{n}")),
@@ -133,4 +138,5 @@ def approval_notes(ctx: CallContext, request: dict[str, Any]) -> list[dict[str, 
             "account_id": ctx.run.account_id,
             "metadata": {"workflow_id": str(ctx.run.workflow_id), "request_id": request["id"]},
         })  # fmt: skip
+    request["link_tokens"] = tokens
     return notes

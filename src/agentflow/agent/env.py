@@ -35,6 +35,7 @@ class AgentEnv:
         threads: runs sync tools, a thread per call.
         workspace_daily_usd / workspace_daily_tokens: the default daily workspace budget.
         mcp: connects to MCP servers (with the HTTP allow-list) and keeps their tool listings.
+        public_url: the API's external base URL, for the links in approval emails.
     """
 
     pool: asyncpg.Pool
@@ -48,6 +49,7 @@ class AgentEnv:
     workspace_daily_usd: float = 0.0
     workspace_daily_tokens: int = 0
     mcp: McpConnector = field(default_factory=McpConnector)
+    public_url: str = "http://127.0.0.1:8000"
     _providers: dict[str | None, tuple[ModelProvider, str]] = field(default_factory=dict)
 
     def model(self, ref: str | None) -> tuple[ModelProvider, str]:

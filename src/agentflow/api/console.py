@@ -36,6 +36,12 @@ async def console() -> FileResponse:
     )
 
 
+@router.get("/answer")
+async def answer_page() -> FileResponse:
+    """The page an emailed link to a request opens (its token in the URL's fragment)."""
+    return FileResponse(STATIC / "answer.html", media_type="text/html", headers=HEADERS)
+
+
 def install(app: FastAPI) -> None:
     """Serve the console: the page at ``/``, its files under ``/console/``."""
     app.include_router(router)

@@ -4,7 +4,8 @@ valid answer resumes the run; a later one is 409 ``request_already_answered`` na
 answered first; an answer that does not fit what was asked is 422 ``response_invalid``.
 
 ``/api/public/callbacks/{id}`` is how an outside system answers a ``wait_callback`` node's
-request (issue 13): no API key, the URL's single-use token instead.
+request (issue 13), and ``/api/public/requests/{id}`` how a person answers through an emailed
+link (issue 14): no API key, the link's single-use token instead.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from agentflow.api import strict_json
 from agentflow.api.deps import EngineDep, WorkspaceDep
 from agentflow.api.openapi import NO_NUL
 from agentflow.api.schemas import ERROR_RESPONSES, conflict
-from agentflow.core.errors import NotFoundError
+from agentflow.core.errors import AuthError, NotFoundError
 
 router = APIRouter(tags=["requests"], responses={**ERROR_RESPONSES})
 CALLBACK_TOKEN_HEADER = "X-Agentflow-Callback-Token"
@@ -164,3 +165,83 @@ def _callback_id(value: str) -> UUID:
         return uuid.UUID(value)
     except ValueError:
         raise NotFoundError("callback_not_found", "no callback with this id and token") from None
+
+
+REQUEST_TOKEN_HEADER = "X-Agentflow-Request-Token"
+
+
+class LinkedRequest(BaseModel):
+    """A request as the person its link was emailed to sees it."""
+
+    id: UUID
+    kind: str
+    message: str | None
+    spec: dict[str, Any] | None = Field(
+        description="The form (JSON Schema), the options, or the proposed value."
+    )
+    status: str
+    expires_at: datetime | None
+    responded_by: str | None
+    responded_at: datetime | None
+    given_to: str = Field(description="Whom the link was emailed to: the answer is recorded as theirs.")
+
+
+class LinkAnswer(BaseModel):
+    """An answer through an emailed link (who answers is the person it was emailed to)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    approved: bool | None = Field(default=None, description="Approvals and reviews: yes or no.")
+    response: Any = Field(
+        default=None, description="An input's form, a selection's value, or a review's edit."
+    )
+    reason: str | None = Field(default=None, max_length=2000, pattern=NO_NUL)
+
+
+def _linked(request: dict[str, Any], given_to: str) -> LinkedRequest:
+    return LinkedRequest.model_validate({**request, "given_to": given_to})
+
+
+@router.get(
+    "/api/public/requests/{request_id}",
+    response_model=LinkedRequest,
+    summary="Read a request through its emailed link",
+)
+async def read_by_link(
+    request_id: str,
+    engine: EngineDep,
+    token: Annotated[str | None, Header(alias=REQUEST_TOKEN_HEADER, max_length=200)] = None,
+) -> LinkedRequest:
+    """The request an emailed link answers; no API key: the link's token (sent in
+    ``X-Agentflow-Request-Token``) is the credential. 401 ``link_invalid`` for a forged link or
+    another request's, ``link_expired`` once the request timed out."""
+    request, given_to = await engine.requests.by_link(_link_id(request_id), token or "")
+    return _linked(request, given_to)
+
+
+@router.post(
+    "/api/public/requests/{request_id}/respond",
+    response_model=LinkedRequest,
+    summary="Answer a request through its emailed link",
+    responses=conflict("`request_already_answered`"),
+)
+async def respond_by_link(
+    request_id: str,
+    body: LinkAnswer,
+    engine: EngineDep,
+    token: Annotated[str | None, Header(alias=REQUEST_TOKEN_HEADER, max_length=200)] = None,
+) -> LinkedRequest:
+    """Answer as the person the link was emailed to; the run goes on. 401 for a forged or
+    expired link, 409 when the request was answered already (by anyone, through any channel),
+    422 ``response_invalid`` when the answer does not fit."""
+    answered = await engine.requests.respond_by_link(
+        _link_id(request_id), token or "", approved=body.approved, response=body.response, reason=body.reason
+    )
+    return _linked(answered, str(answered["responded_by"]))
+
+
+def _link_id(value: str) -> UUID:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise AuthError("link_invalid", "this link does not answer any request") from None

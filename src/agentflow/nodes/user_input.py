@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import orjson
 
 from agentflow.core.errors import StepFailure
 from agentflow.core.graph.human_nodes import TIMEOUT, UserInputNode
+from agentflow.core.graph.message_nodes import EMAIL
 from agentflow.core.inbox import InboxItem
+from agentflow.core.link_tokens import ANSWER_PAGE, new_token, token_hash
 from agentflow.core.node_specs import NodeSpec
 from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
@@ -58,8 +61,14 @@ class UserInputRunner(BaseRunner):
             if env.asked is not None:  # woken by something else: wait on
                 return pending, NodeResult(output=pending, park_secs=park, passes_inbox=True)
             request = await _request(node, env, request_id)
+            notes = emailed(request, ctx, env.public_url) if "email" in node.channels else ()
             shown = {**pending, "message": request["message"], "assignees": request["assignees"]}
-            return shown, NodeResult(output=pending, request=request, park_secs=park, passes_inbox=True)
+            if notes:
+                shown["emailed"] = [n["recipient"] for n in notes]
+            result = NodeResult(
+                output=pending, request=request, park_secs=park, passes_inbox=True, notifications=notes
+            )
+            return shown, result
         answer = found.payload
         outcome = str(answer.get("outcome"))
         response = answer.get("response")
@@ -125,3 +134,33 @@ async def _request(node: UserInputNode, env: NodeEnv, request_id: uuid.UUID) -> 
         "timeout_action": node.timeout_action,
         "expires_in": node.wait.total_seconds(),
     }
+
+
+def emailed(request: dict[str, Any], ctx: StepContext, base_url: str) -> tuple[dict[str, Any], ...]:
+    """An email to each assignee of ``request`` that is an email address, with a link that
+    answers it; the links' token hashes go into ``request['link_tokens']``. Written with the
+    step (once) and delivered by the notifier (at least once, the note's id as Message-ID)."""
+    notes: list[dict[str, Any]] = []
+    tokens: dict[str, str] = {}
+    for person in request["assignees"]:
+        if not EMAIL.fullmatch(person):
+            continue
+        token = new_token()
+        tokens[token_hash(token)] = person
+        link = f"{base_url}{ANSWER_PAGE}#request={request['id']}&token={token}"
+        expires = timedelta(seconds=request["expires_in"])
+        subject = f"{_SUBJECTS.get(request['kind'], 'Your answer is needed')}: {request['message'][:80]}"
+        notes.append({
+            "id": str(uuid.uuid5(ctx.run_id, f"request-email:{request['id']}:{person}")),
+            "channel": "email",
+            "recipient": person,
+            "subject": subject,
+            "body": f"{request['message']}\n\nAnswer here (the link works once, for {expires}):\n{link}\n",
+            "kind": "request",
+            "metadata": {"workflow_id": str(ctx.workflow_id), "request_id": request["id"]},
+        })  # fmt: skip
+    request["link_tokens"] = tokens
+    return tuple(notes)
+
+
+_SUBJECTS = {"approval": "Approval needed", "review": "Review needed", "input": "Input needed"}

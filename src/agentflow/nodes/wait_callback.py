@@ -2,7 +2,7 @@
 ``agentflow.core.graph.callback_nodes``).
 
 The first run makes a request of kind ``callback`` with a fresh secret token; the row keeps
-only the token's SHA-256, and the URL (with the token) is the step's output and, with
+only the token's SHA-256 (``link_tokens``), and the URL (with the token) is the step's output and, with
 ``notify``, a webhook notification. Both are written by the step's checkpoint, so only the
 attempt that checkpoints hands out a URL that works. The call (or the timeout) arrives in the
 run's inbox as a ``request`` delivery, as a person's answer does; the node runs again and
@@ -11,13 +11,13 @@ fires ``result`` with the call's body.
 
 from __future__ import annotations
 
-import secrets
 import uuid
 from typing import Any
 
 from agentflow.core.errors import StepFailure
 from agentflow.core.graph.action_nodes import rendered_url_problem
-from agentflow.core.graph.callback_nodes import TIMEOUT, WaitCallbackNode, token_hash
+from agentflow.core.graph.callback_nodes import TIMEOUT, WaitCallbackNode
+from agentflow.core.link_tokens import new_token, token_hash
 from agentflow.core.node_specs import NodeSpec
 from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
@@ -43,7 +43,7 @@ class WaitCallbackRunner(BaseRunner):
             pending = {"request_id": str(request_id), "status": "waiting"}
             if env.asked is not None:  # woken by something else: wait on
                 return pending, NodeResult(output=pending, park_secs=park, passes_inbox=True)
-            token = secrets.token_urlsafe(32)
+            token = new_token()
             url = f"{env.public_url}{CALLBACK_PATH}{request_id}?token={token}"
             request = _request(node, request_id, token)
             notes = await _notify(node, ctx, env, request_id, url) if node.notify is not None else ()
@@ -75,7 +75,8 @@ def _request(node: WaitCallbackNode, request_id: uuid.UUID, token: str) -> dict[
         "kind": "callback",
         "node_id": node.id,
         "message": f"waiting for a call to the callback URL of {node.id!r}",
-        "spec": {"token_sha256": token_hash(token)},
+        "spec": {},
+        "link_tokens": {token_hash(token): "callback"},
         "arguments": {},
         "arguments_hash": str(request_id),
         "assignees": [],

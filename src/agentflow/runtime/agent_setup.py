@@ -69,6 +69,7 @@ def build_agent_env(
         workspace_daily_usd=settings.workspace_daily_usd,
         workspace_daily_tokens=settings.workspace_daily_tokens,
         mcp=McpConnector(allow=settings.http_allow_list),
+        public_url=settings.base_url,
     )
 
 

@@ -53,7 +53,8 @@ async def get_approval(
 
 _DECIDE = f"""
 WITH d AS (
-    UPDATE requests SET status = $3, reason = $4, decided_by = $5, decided_at = now(), response = $7
+    UPDATE requests SET status = $3, reason = $4, decided_by = $5, decided_at = now(), response = $7,
+                        responded_via = $8
     WHERE workspace_id = $1 AND id = $2 AND status = 'pending' AND node_id IS NULL
       AND (expires_at IS NULL OR expires_at > now())
       AND ($6::text IS NULL OR arguments_hash = $6)
@@ -77,14 +78,15 @@ async def decide(
     decided_by: str | None,
     expected_hash: str | None,
     edited: dict[str, Any] | None = None,
+    via: str | None = None,
 ) -> bool:
     """Approve or reject a pending, unexpired request (and wake its run) in one statement;
-    ``edited``: the arguments the approver changed the call to.
+    ``edited``: the arguments the approver changed the call to; ``via``: the channel.
 
     Returns False when nothing was decided (not found, decided, expired, or another hash).
     """
     row = await pool.fetchrow(
-        _DECIDE, workspace_id, approval_id, status, reason, decided_by, expected_hash, edited
+        _DECIDE, workspace_id, approval_id, status, reason, decided_by, expected_hash, edited, via
     )
     return row is not None and row["decided"] == 1
 

@@ -109,14 +109,14 @@ _NOTIFICATIONS = """, n AS (
 _APPROVAL = """, a AS (
     INSERT INTO requests (workspace_id, id, run_id, step_seq, tool, arguments, arguments_hash,
                           expires_at, kind, node_id, message, spec, assignees, channels,
-                          timeout_action)
+                          timeout_action, link_tokens)
     SELECT r.workspace_id, (q.d->>'id')::uuid, r.id, $13::int, q.d->>'tool',
            coalesce(q.d->'arguments', '{}'), q.d->>'arguments_hash',
            now() + make_interval(secs => (q.d->>'expires_in')::float8),
            coalesce(q.d->>'kind', 'approval'), q.d->>'node_id', q.d->>'message', q.d->'spec',
            ARRAY(SELECT jsonb_array_elements_text(coalesce(q.d->'assignees', '[]'))),
            ARRAY(SELECT jsonb_array_elements_text(coalesce(q.d->'channels', '["in_app"]'))),
-           q.d->>'timeout_action'
+           q.d->>'timeout_action', coalesce(q.d->'link_tokens', '{}')
     FROM r, (SELECT $APPROVAL::jsonb AS d) AS q
     ON CONFLICT (workspace_id, run_id, step_seq, arguments_hash) DO NOTHING
 )"""

@@ -17,7 +17,7 @@ import asyncpg
 from agentflow.store.database import Connection
 
 _COLUMNS = (
-    "q.id, q.run_id, r.workflow_id, q.step_seq, q.kind, q.node_id, q.tool, q.message, q.spec,"
+    "q.id, q.workspace_id, q.run_id, r.workflow_id, q.step_seq, q.kind, q.node_id, q.tool, q.message, q.spec,"
     " q.arguments, q.arguments_hash, q.assignees, q.channels, q.timeout_action, q.status,"
     " q.response, q.reason, q.decided_by AS responded_by, q.responded_via, q.created_at,"
     " q.expires_at, q.decided_at AS responded_at,"
@@ -59,14 +59,16 @@ async def get_request(pool: asyncpg.Pool, workspace_id: UUID, request_id: UUID) 
     return dict(row) if row else None
 
 
-async def find_callback(pool: asyncpg.Pool, request_id: UUID) -> dict[str, Any] | None:
-    """A ``wait_callback``'s request by id alone (a callback URL names no workspace): its
-    workspace and the hash of its token."""
+async def find_by_link(pool: asyncpg.Pool, request_id: UUID, digest: str) -> dict[str, Any] | None:
+    """A request by id alone (a link names no workspace) when ``digest`` is the hash of one of
+    its links' tokens: its ``workspace_id``, ``kind``, to whom the link was given (``given_to``)
+    and whether it is past its time (``expired``)."""
     row = await pool.fetchrow(
-        "SELECT workspace_id, spec->>'token_sha256' AS token_sha256 FROM requests"
-        " WHERE id = $1 AND kind = 'callback'",
-        request_id,
-    )
+        "SELECT workspace_id, kind, link_tokens->>$2 AS given_to,"
+        " (expires_at IS NOT NULL AND expires_at <= now()) AS expired"
+        " FROM requests WHERE id = $1 AND link_tokens ? $2",
+        request_id, digest,
+    )  # fmt: skip
     return dict(row) if row else None
 
 

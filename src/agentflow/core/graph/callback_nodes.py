@@ -16,7 +16,6 @@ notification outbox, written with the step (exactly once) and delivered at least
 
 from __future__ import annotations
 
-import hashlib
 from datetime import timedelta
 from typing import Any, ClassVar, Literal
 
@@ -76,12 +75,6 @@ class WaitCallbackNode(NodeSpec):
         if self.timeout_action == "continue":
             return ("result", TIMEOUT, ERROR_PORT)
         return ("result", ERROR_PORT)
-
-
-def token_hash(token: str) -> str:
-    """What a callback's row keeps of its token (SHA-256, hex): enough to check a call, not
-    to make one."""
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 register_node_spec(WaitCallbackNode)

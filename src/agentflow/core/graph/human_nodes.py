@@ -22,8 +22,10 @@ from agentflow.core.node_specs import ANY, ERROR_PORT, Duration, NodeSpec, regis
 APPROVED, REJECTED, TIMEOUT = "approved", "rejected", "timeout"
 DEFAULT_TIMEOUT = timedelta(days=7)
 MAX_TIMEOUT = timedelta(days=365)
-CHANNELS: tuple[Literal["in_app"], ...] = ("in_app",)
-"""Channels that deliver requests today (email, Slack and webhooks come next)."""
+Channel = Literal["in_app", "email"]
+CHANNELS: tuple[Channel, ...] = ("in_app",)
+"""Where a request goes by default: the console's inbox. ``email`` also mails each assignee
+that is an email address a link that answers it (Slack and webhooks come next)."""
 
 _DECISION_KINDS = ("approval", "review")
 
@@ -61,8 +63,11 @@ class UserInputNode(NodeSpec):
     assignees: list[str] = Field(
         default_factory=list, max_length=50, description="Who may answer (templates); empty: anyone."
     )
-    channels: list[Literal["in_app"]] = Field(
-        default_factory=lambda: list(CHANNELS), min_length=1, description="Where the request is delivered."
+    channels: list[Channel] = Field(
+        default_factory=lambda: list(CHANNELS),
+        min_length=1,
+        description="Where the request is delivered: in_app (the inbox), email (a link to each assignee"
+        " that is an email address).",
     )
     wait: Duration = Field(default=DEFAULT_TIMEOUT, description="How long to wait for an answer.")
     timeout_action: Literal["fail", "continue", "default_response"] = Field(

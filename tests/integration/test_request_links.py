@@ -1,0 +1,161 @@
+"""Requests answered through emailed links (issue 14): a ``user_input`` with the ``email``
+channel mails each assignee that is an address a single-use link, through a real SMTP server;
+following it over HTTP shows the request and answers it as that person. A forged or expired
+link gets 401 and changes nothing; a second answer, through any channel, gets 409."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import httpx
+import pytest
+
+from agentflow.api.app import create_app
+from agentflow.engine import Engine
+from agentflow.integrations.smtp_sink import SmtpSink
+from tests.conftest import make_settings
+from tests.support.agents import running_worker, until
+from tests.support.http_server import serve
+
+LINK = re.compile(r"(http://\S+/answer)#request=([0-9a-f-]{36})&token=([A-Za-z0-9_-]+)")
+HEADER = "X-Agentflow-Request-Token"
+
+
+@pytest.fixture
+def sink(tmp_path: Path) -> Iterator[SmtpSink]:
+    sink = SmtpSink(jsonl_path=tmp_path / "mail.jsonl")
+    sink.start()
+    yield sink
+    sink.stop()
+
+
+@pytest.fixture
+async def engine(database_url: str, sink: SmtpSink) -> AsyncIterator[Engine]:
+    settings = make_settings(database_url, smtp_url=sink.url, smtp_from="agentflow@example.com")
+    eng = await Engine.connect(settings, migrate_schema=False)
+    yield eng
+    await eng.close()
+
+
+def approval(name: str, **ask: Any) -> dict[str, Any]:
+    node = {
+        "id": "ask",
+        "type": "user_input",
+        "message": "Refund {{ payload.amount }} USD?",
+        "assignees": ["lee@example.com", "ops-team"],
+        "channels": ["in_app", "email"],
+        **ask,
+    }
+    ends = [
+        ("approved", "refunded by {{ input.responded_by }} via {{ input.responded_via }}"),
+        ("rejected", "no"),
+    ]
+    if ask.get("timeout_action") == "continue":
+        ends.append(("timeout", "nobody"))
+    return {
+        "name": name,
+        "kind": "structured",
+        "nodes": [node, *({"id": f"on_{p}", "type": "finish", "output": o} for p, o in ends)],
+        "edges": [{"from": "ask", "port": p, "to": f"on_{p}"} for p, _ in ends],
+    }
+
+
+async def mailed_link(engine: Engine, sink: SmtpSink, run_id: UUID) -> tuple[str, str, str]:
+    """(answer page, request id, token) of the link mailed for the run's request."""
+    await until(engine, run_id, lambda r: r.status == "waiting", timeout=20)
+    for _ in range(200):
+        if sink.messages:
+            break
+        await asyncio.sleep(0.05)
+    (message,) = sink.messages
+    assert message.rcpt_tos == ["lee@example.com"], "only assignees that are addresses get mail"
+    assert message.subject.startswith("Approval needed: Refund 120 USD?")
+    found = LINK.search(message.body)
+    assert found is not None, message.body
+    return found.group(1), found.group(2), found.group(3)
+
+
+async def test_the_emailed_link_shows_the_request_and_answers_it_as_that_person(
+    engine: Engine, sink: SmtpSink
+) -> None:
+    await engine.publish_workflow(approval("refund-mail"))
+    async with (
+        running_worker(engine),
+        serve(create_app(engine)) as base,
+        httpx.AsyncClient(base_url=base) as api,
+    ):
+        run = await engine.start_run("refund-mail", {"amount": 120})
+        page, request_id, token = await mailed_link(engine, sink, run.id)
+        path = f"/api/public/requests/{request_id}"
+        shown = await api.get(path, headers={HEADER: token})
+        forged = await api.get(path, headers={HEADER: token[:-2] + "xx"})
+        forged_answer = await api.post(path + "/respond", json={"approved": True}, headers={HEADER: "guess"})
+        page_html = await api.get("/answer")
+        answer = await api.post(path + "/respond", json={"approved": True}, headers={HEADER: token})
+        done = await until(engine, run.id, lambda r: r.status.is_terminal)
+        replay = await api.post(path + "/respond", json={"approved": False}, headers={HEADER: token})
+    assert page == "http://127.0.0.1:8000/answer"
+    assert shown.status_code == 200, shown.text
+    assert shown.json()["given_to"] == "lee@example.com" and shown.json()["message"] == "Refund 120 USD?"
+    assert shown.json()["status"] == "pending" and "link_tokens" not in shown.json()
+    for refused in (forged, forged_answer):
+        assert refused.status_code == 401 and refused.json()["error"]["code"] == "link_invalid"
+    assert (
+        page_html.status_code == 200 and "script-src 'self'" in page_html.headers["content-security-policy"]
+    )
+    assert answer.status_code == 200 and answer.json()["status"] == "approved"
+    assert done.output == "refunded by lee@example.com via email"
+    assert replay.status_code == 409 and replay.json()["error"]["code"] == "request_already_answered"
+    assert "lee@example.com" in replay.json()["error"]["message"]
+
+
+async def test_a_link_and_the_inbox_answering_at_once_resume_the_run_once(
+    engine: Engine, sink: SmtpSink
+) -> None:
+    await engine.publish_workflow(approval("refund-race"))
+    async with (
+        running_worker(engine),
+        serve(create_app(engine)) as base,
+        httpx.AsyncClient(base_url=base) as api,
+    ):
+        run = await engine.start_run("refund-race", {"amount": 120})
+        _page, request_id, token = await mailed_link(engine, sink, run.id)
+        by_link, in_app = await asyncio.gather(
+            api.post(
+                f"/api/public/requests/{request_id}/respond", json={"approved": True}, headers={HEADER: token}
+            ),
+            api.post(
+                f"/api/requests/{request_id}/respond", json={"approved": True, "responded_by": "ops-team"}
+            ),
+        )
+        done = await until(engine, run.id, lambda r: r.status.is_terminal)
+    assert sorted([by_link.status_code, in_app.status_code]) == [200, 409]
+    winner = "lee@example.com via email" if by_link.status_code == 200 else "ops-team via in_app"
+    assert done.output == f"refunded by {winner}"
+    answers = [s for s in await engine.list_steps(run.id) if s.node_id == "ask" and s.status == "completed"]
+    assert len(answers) == 2, "one step asked, one took the answer"
+
+
+async def test_an_expired_link_gets_401_and_changes_nothing(engine: Engine, sink: SmtpSink) -> None:
+    await engine.publish_workflow(approval("refund-late", wait="1s", timeout_action="continue"))
+    async with (
+        running_worker(engine),
+        serve(create_app(engine)) as base,
+        httpx.AsyncClient(base_url=base) as api,
+    ):
+        run = await engine.start_run("refund-late", {"amount": 120})
+        _page, request_id, token = await mailed_link(engine, sink, run.id)
+        done = await until(engine, run.id, lambda r: r.status.is_terminal, timeout=30)
+        late = await api.post(
+            f"/api/public/requests/{request_id}/respond", json={"approved": True}, headers={HEADER: token}
+        )
+        read = await api.get(f"/api/public/requests/{request_id}", headers={HEADER: token})
+    assert done.output == "nobody"
+    for answer in (late, read):
+        assert answer.status_code == 401 and answer.json()["error"]["code"] == "link_expired", answer.text
+    assert (await engine.requests.get(UUID(request_id)))["status"] == "expired"
