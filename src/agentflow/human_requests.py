@@ -16,7 +16,7 @@ import jsonschema
 
 from agentflow.core.errors import AuthError, ConfigError, ConflictError, NotFoundError
 from agentflow.core.ids import DEFAULT_WORKSPACE
-from agentflow.core.link_tokens import token_hash
+from agentflow.core.link_tokens import read_holder, token_hash
 from agentflow.store import requests
 from agentflow.store.database import Database
 
@@ -132,8 +132,8 @@ class HumanRequests:
             workspace_id=found["workspace_id"],
         )  # fmt: skip
 
-    async def by_link(self, request_id: UUID, token: str) -> tuple[dict[str, Any], str]:
-        """A request as its emailed link shows it, and to whom the link was given.
+    async def by_link(self, request_id: UUID, token: str) -> tuple[dict[str, Any], str, str]:
+        """A request as its link shows it, to whom the link was given, and by which channel.
 
         Raises:
             AuthError: ``link_invalid`` (no such request, or not its link), ``link_expired``.
@@ -143,27 +143,28 @@ class HumanRequests:
             raise AuthError(
                 "link_invalid",
                 "this link does not answer any request",
-                solution="Open the link exactly as the email gave it, or answer in the console's inbox.",
+                solution="Open the link exactly as it was given, or answer in the console's inbox.",
             )
         request = await self.get(request_id, workspace_id=found["workspace_id"])
         if (found["expired"] and request["status"] == "pending") or request["status"] == "expired":
             raise AuthError("link_expired", "this request timed out before it was answered")
-        return request, str(found["given_to"])
+        via, given_to = read_holder(str(found["holder"]))
+        return request, given_to, via
 
     async def respond_by_link(
         self, request_id: UUID, token: str, *, approved: bool | None, response: Any, reason: str | None
     ) -> dict[str, Any]:
-        """Answer a request through its emailed link, as the person it was given to.
+        """Answer a request through its link, as the person (or system) it was given to.
 
         Raises:
             AuthError: ``link_invalid``, ``link_expired``.
             ConflictError: ``request_already_answered`` (with who answered first).
             ConfigError: ``response_invalid``.
         """
-        request, given_to = await self.by_link(request_id, token)
+        request, given_to, via = await self.by_link(request_id, token)
         return await self.respond(
             request_id, approved=approved, response=response, reason=reason, responded_by=given_to,
-            via="email", workspace_id=request["workspace_id"],
+            via=via, workspace_id=request["workspace_id"],
         )  # fmt: skip
 
     @staticmethod

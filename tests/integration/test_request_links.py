@@ -10,17 +10,20 @@ import re
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 from uuid import UUID
 
 import httpx
 import pytest
 
 from agentflow.api.app import create_app
+from agentflow.core.errors import ConfigError
 from agentflow.engine import Engine
 from agentflow.integrations.smtp_sink import SmtpSink
 from tests.conftest import make_settings
 from tests.support.agents import running_worker, until
 from tests.support.http_server import serve
+from tests.support.recording_server import RecordingServer
 
 LINK = re.compile(r"(http://\S+/answer)#request=([0-9a-f-]{36})&token=([A-Za-z0-9_-]+)")
 HEADER = "X-Agentflow-Request-Token"
@@ -36,7 +39,9 @@ def sink(tmp_path: Path) -> Iterator[SmtpSink]:
 
 @pytest.fixture
 async def engine(database_url: str, sink: SmtpSink) -> AsyncIterator[Engine]:
-    settings = make_settings(database_url, smtp_url=sink.url, smtp_from="agentflow@example.com")
+    settings = make_settings(
+        database_url, smtp_url=sink.url, smtp_from="agentflow@example.com", http_allow="127.0.0.1"
+    )
     eng = await Engine.connect(settings, migrate_schema=False)
     yield eng
     await eng.close()
@@ -159,3 +164,45 @@ async def test_an_expired_link_gets_401_and_changes_nothing(engine: Engine, sink
     for answer in (late, read):
         assert answer.status_code == 401 and answer.json()["error"]["code"] == "link_expired", answer.text
     assert (await engine.requests.get(UUID(request_id)))["status"] == "expired"
+
+
+async def test_the_webhook_channel_posts_the_request_with_a_token_that_answers_it(engine: Engine) -> None:
+    with RecordingServer() as outside:
+        await engine.publish_workflow(
+            approval(
+                "refund-hook", assignees=[], channels=["in_app", "webhook"], webhook=outside.url + "/ops"
+            )
+        )
+        async with (
+            running_worker(engine),
+            serve(create_app(engine)) as base,
+            httpx.AsyncClient(base_url=base) as api,
+        ):
+            run = await engine.start_run("refund-hook", {"amount": 120})
+            assert await asyncio.to_thread(outside.wait_for, lambda s: len(s.calls("/ops")) >= 1, 15)
+            (posted,) = outside.calls("/ops")
+            data = posted.body["data"]
+            answer = await api.post(
+                urlsplit(data["respond_url"]).path, json={"approved": True}, headers={HEADER: data["token"]}
+            )
+            done = await until(engine, run.id, lambda r: r.status.is_terminal)
+    assert posted.body["kind"] == "request" and posted.key == posted.body["id"]
+    assert (data["kind"], data["message"], data["run_id"]) == ("approval", "Refund 120 USD?", str(run.id))
+    assert answer.status_code == 200, answer.text
+    assert done.output == f"refunded by {outside.url}/ops via webhook"
+
+
+@pytest.mark.parametrize(
+    ("ask", "words"),
+    [
+        ({"channels": ["webhook"]}, "'webhook' goes with the webhook channel, which needs it"),
+        ({"webhook": "https://ops.example.com/hook"}, "'webhook' goes with the webhook channel"),
+        ({"channels": ["webhook"], "webhook": "ftp://ops.example.com"}, "http or https"),
+    ],
+)
+async def test_a_webhook_channel_is_checked_at_publish(
+    engine: Engine, ask: dict[str, Any], words: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        await engine.publish_workflow(approval("bad-hook", **ask))
+    assert words in str(info.value.info.details["errors"]), info.value.info.details

@@ -21,7 +21,7 @@ from agentflow.agent.outcome import AgentStep
 from agentflow.core.agent_state import AgentState, arguments_hash
 from agentflow.core.chat import ToolCall
 from agentflow.core.errors import ErrorInfo
-from agentflow.core.link_tokens import ANSWER_PAGE, new_token, token_hash
+from agentflow.core.link_tokens import ANSWER_PAGE, holder, new_token, token_hash
 from agentflow.core.planner import Transition
 from agentflow.core.statuses import RunStatus
 from agentflow.store import agent_reads
@@ -120,7 +120,7 @@ def approval_notes(ctx: CallContext, request: dict[str, Any], base_url: str) -> 
         if not recipient:
             continue
         token = new_token()
-        tokens[token_hash(token)] = str(recipient)
+        tokens[token_hash(token)] = holder("email", str(recipient))
         body = (
             f"{request['message']} with these arguments:\n\n"
             f"{orjson.dumps(request['arguments'], option=orjson.OPT_INDENT_2).decode()}\n\n"

@@ -215,7 +215,7 @@ async def read_by_link(
     """The request an emailed link answers; no API key: the link's token (sent in
     ``X-Agentflow-Request-Token``) is the credential. 401 ``link_invalid`` for a forged link or
     another request's, ``link_expired`` once the request timed out."""
-    request, given_to = await engine.requests.by_link(_link_id(request_id), token or "")
+    request, given_to, _via = await engine.requests.by_link(_link_id(request_id), token or "")
     return _linked(request, given_to)
 
 

@@ -2,7 +2,8 @@
 (``user_input``, agent approvals) or an outside system's callback URL (``wait_callback``).
 
 A token is random and used once (the request takes one answer); its row keeps only the token's
-SHA-256, mapped to whom the link was given, so the database alone cannot make a working link.
+SHA-256, mapped to the channel and the person (or system) it was given to, so the database
+alone cannot make a working link.
 """
 
 from __future__ import annotations
@@ -23,3 +24,15 @@ def new_token() -> str:
 def token_hash(token: str) -> str:
     """What a request keeps of a link's token (SHA-256, hex)."""
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+def holder(via: str, to: str) -> str:
+    """What a request keeps beside a token's hash: the channel the link went by and to whom
+    (``email:lee@example.com``, ``webhook:https://ops.example.com``)."""
+    return f"{via}:{to}"
+
+
+def read_holder(value: str) -> tuple[str, str]:
+    """``(channel, to whom)`` of a ``holder`` value."""
+    via, _, to = value.partition(":")
+    return via, to

@@ -18,10 +18,11 @@ from typing import Any
 import orjson
 
 from agentflow.core.errors import StepFailure
+from agentflow.core.graph.action_nodes import rendered_url_problem
 from agentflow.core.graph.human_nodes import TIMEOUT, UserInputNode
 from agentflow.core.graph.message_nodes import EMAIL
 from agentflow.core.inbox import InboxItem
-from agentflow.core.link_tokens import ANSWER_PAGE, new_token, token_hash
+from agentflow.core.link_tokens import ANSWER_PAGE, holder, new_token, token_hash
 from agentflow.core.node_specs import NodeSpec
 from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
@@ -62,9 +63,11 @@ class UserInputRunner(BaseRunner):
                 return pending, NodeResult(output=pending, park_secs=park, passes_inbox=True)
             request = await _request(node, env, request_id)
             notes = emailed(request, ctx, env.public_url) if "email" in node.channels else ()
+            if node.webhook is not None:
+                notes = (*notes, await _posted(node, request, ctx, env))
             shown = {**pending, "message": request["message"], "assignees": request["assignees"]}
             if notes:
-                shown["emailed"] = [n["recipient"] for n in notes]
+                shown["told"] = [f"{n['channel']} {n['recipient']}" for n in notes]
             result = NodeResult(
                 output=pending, request=request, park_secs=park, passes_inbox=True, notifications=notes
             )
@@ -146,7 +149,7 @@ def emailed(request: dict[str, Any], ctx: StepContext, base_url: str) -> tuple[d
         if not EMAIL.fullmatch(person):
             continue
         token = new_token()
-        tokens[token_hash(token)] = person
+        tokens[token_hash(token)] = holder("email", person)
         link = f"{base_url}{ANSWER_PAGE}#request={request['id']}&token={token}"
         expires = timedelta(seconds=request["expires_in"])
         subject = f"{_SUBJECTS.get(request['kind'], 'Your answer is needed')}: {request['message'][:80]}"
@@ -161,6 +164,47 @@ def emailed(request: dict[str, Any], ctx: StepContext, base_url: str) -> tuple[d
         })  # fmt: skip
     request["link_tokens"] = tokens
     return tuple(notes)
+
+
+async def _posted(
+    node: UserInputNode, request: dict[str, Any], ctx: StepContext, env: NodeEnv
+) -> dict[str, Any]:
+    """The webhook notification that POSTs the request to ``node.webhook``, with a token that
+    answers it (``POST /api/public/requests/{id}/respond``); its hash joins ``link_tokens``."""
+    assert node.webhook is not None
+    url = str(await env.render(node.webhook, node.id, "webhook")).strip()
+    problem = rendered_url_problem(url)
+    if problem is not None:
+        raise StepFailure(
+            "request_webhook_invalid",
+            f"user_input {node.id!r} field webhook: {problem}",
+            retryable=False,
+            details={"node": node.id, "field": "webhook"},
+            solution="Make 'webhook' render to the http(s) URL that takes the request.",
+        )
+    token = new_token()
+    request["link_tokens"] = {**request.get("link_tokens", {}), token_hash(token): holder("webhook", url)}
+    data = {
+        "request_id": request["id"],
+        "run_id": str(ctx.run_id),
+        "node": node.id,
+        "kind": request["kind"],
+        "message": request["message"],
+        "spec": request["spec"],
+        "assignees": request["assignees"],
+        "expires_in_s": request["expires_in"],
+        "respond_url": f"{env.public_url}/api/public/requests/{request['id']}/respond",
+        "token": token,
+    }
+    return {
+        "id": str(uuid.uuid5(ctx.run_id, f"request-webhook:{request['id']}")),
+        "channel": "webhook",
+        "recipient": url,
+        "subject": f"Request: {request['message'][:80]}",
+        "body": request["message"],
+        "kind": "request",
+        "metadata": {"data": data, "workflow_id": str(ctx.workflow_id), "request_id": request["id"]},
+    }
 
 
 _SUBJECTS = {"approval": "Approval needed", "review": "Review needed", "input": "Input needed"}

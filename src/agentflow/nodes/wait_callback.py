@@ -17,7 +17,7 @@ from typing import Any
 from agentflow.core.errors import StepFailure
 from agentflow.core.graph.action_nodes import rendered_url_problem
 from agentflow.core.graph.callback_nodes import TIMEOUT, WaitCallbackNode
-from agentflow.core.link_tokens import new_token, token_hash
+from agentflow.core.link_tokens import holder, new_token, token_hash
 from agentflow.core.node_specs import NodeSpec
 from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
@@ -76,7 +76,7 @@ def _request(node: WaitCallbackNode, request_id: uuid.UUID, token: str) -> dict[
         "node_id": node.id,
         "message": f"waiting for a call to the callback URL of {node.id!r}",
         "spec": {},
-        "link_tokens": {token_hash(token): "callback"},
+        "link_tokens": {token_hash(token): holder("callback", node.id)},
         "arguments": {},
         "arguments_hash": str(request_id),
         "assignees": [],

@@ -61,10 +61,10 @@ async def get_request(pool: asyncpg.Pool, workspace_id: UUID, request_id: UUID) 
 
 async def find_by_link(pool: asyncpg.Pool, request_id: UUID, digest: str) -> dict[str, Any] | None:
     """A request by id alone (a link names no workspace) when ``digest`` is the hash of one of
-    its links' tokens: its ``workspace_id``, ``kind``, to whom the link was given (``given_to``)
-    and whether it is past its time (``expired``)."""
+    its links' tokens: its ``workspace_id``, ``kind``, the link's ``holder`` (channel and to
+    whom, see ``core.link_tokens``) and whether it is past its time (``expired``)."""
     row = await pool.fetchrow(
-        "SELECT workspace_id, kind, link_tokens->>$2 AS given_to,"
+        "SELECT workspace_id, kind, link_tokens->>$2 AS holder,"
         " (expires_at IS NOT NULL AND expires_at <= now()) AS expired"
         " FROM requests WHERE id = $1 AND link_tokens ? $2",
         request_id, digest,

@@ -16,16 +16,19 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agentflow.core.durations import parse_duration
+from agentflow.core.graph.action_nodes import rendered_url_problem
 from agentflow.core.graph.schema_paths import checked_object_schema
 from agentflow.core.node_specs import ANY, ERROR_PORT, Duration, NodeSpec, register_node_spec
+from agentflow.core.templating import has_templates
 
 APPROVED, REJECTED, TIMEOUT = "approved", "rejected", "timeout"
 DEFAULT_TIMEOUT = timedelta(days=7)
 MAX_TIMEOUT = timedelta(days=365)
-Channel = Literal["in_app", "email"]
+Channel = Literal["in_app", "email", "webhook"]
 CHANNELS: tuple[Channel, ...] = ("in_app",)
 """Where a request goes by default: the console's inbox. ``email`` also mails each assignee
-that is an email address a link that answers it (Slack and webhooks come next)."""
+that is an email address a link that answers it; ``webhook`` POSTs the request, with a token
+that answers it, to the node's ``webhook`` URL (Slack comes next)."""
 
 _DECISION_KINDS = ("approval", "review")
 
@@ -67,7 +70,12 @@ class UserInputNode(NodeSpec):
         default_factory=lambda: list(CHANNELS),
         min_length=1,
         description="Where the request is delivered: in_app (the inbox), email (a link to each assignee"
-        " that is an email address).",
+        " that is an email address), webhook (a POST to 'webhook').",
+    )
+    webhook: str | None = Field(
+        default=None,
+        max_length=2_000,
+        description="webhook channel: the http(s) URL the request is POSTed to.",
     )
     wait: Duration = Field(default=DEFAULT_TIMEOUT, description="How long to wait for an answer.")
     timeout_action: Literal["fail", "continue", "default_response"] = Field(
@@ -99,6 +107,12 @@ class UserInputNode(NodeSpec):
             raise ValueError("'proposed' goes with interaction 'review'")
         if (self.timeout_action == "default_response") != (self.default_response is not None):
             raise ValueError("'default_response' goes with timeout_action 'default_response', which needs it")
+        if ("webhook" in self.channels) != (self.webhook is not None):
+            raise ValueError("'webhook' goes with the webhook channel, which needs it")
+        if self.webhook is not None and not has_templates(self.webhook):
+            problem = rendered_url_problem(self.webhook.strip())
+            if problem is not None:
+                raise ValueError(f"'webhook': {problem}")
         return self
 
     def output_ports(self) -> tuple[str, ...]:
