@@ -69,6 +69,7 @@ class HumanRequests:
         responded_by: str | None = None,
         via: str = "in_app",
         workspace_id: UUID = DEFAULT_WORKSPACE,
+        by_link: bool = False,
     ) -> dict[str, Any]:
         """Answer a pending request; its run goes on with the answer.
 
@@ -78,6 +79,8 @@ class HumanRequests:
             reason: why (a rejection's reason reaches the model of an agent).
             responded_by: who answers; must be an assignee when the request names any.
             via: the channel the answer came through.
+            by_link: the answer came with a link's token, which the workflow gave to that
+                person or channel: the assignees are not checked again.
 
         Raises:
             NotFoundError: ``request_not_found``.
@@ -87,7 +90,7 @@ class HumanRequests:
         """
         request = await self.get(request_id, workspace_id=workspace_id)
         self._check_open(request)
-        if request["assignees"] and responded_by not in request["assignees"]:
+        if request["assignees"] and responded_by not in request["assignees"] and not by_link:
             raise ConfigError(
                 "responder_not_assigned",
                 f"this request is for {', '.join(request['assignees'])}, not {responded_by or 'anonymous'}",
@@ -152,9 +155,17 @@ class HumanRequests:
         return request, given_to, via
 
     async def respond_by_link(
-        self, request_id: UUID, token: str, *, approved: bool | None, response: Any, reason: str | None
+        self,
+        request_id: UUID,
+        token: str,
+        *,
+        approved: bool | None,
+        response: Any,
+        reason: str | None,
+        responded_by: str | None = None,
     ) -> dict[str, Any]:
-        """Answer a request through its link, as the person (or system) it was given to.
+        """Answer a request through its link, as the person (or system) it was given to, or as
+        ``responded_by`` (who pressed a Slack button).
 
         Raises:
             AuthError: ``link_invalid``, ``link_expired``.
@@ -163,8 +174,9 @@ class HumanRequests:
         """
         request, given_to, via = await self.by_link(request_id, token)
         return await self.respond(
-            request_id, approved=approved, response=response, reason=reason, responded_by=given_to,
-            via=via, workspace_id=request["workspace_id"],
+            request_id, approved=approved, response=response, reason=reason,
+            responded_by=responded_by or given_to, via=via, workspace_id=request["workspace_id"],
+            by_link=True,
         )  # fmt: skip
 
     @staticmethod

@@ -6,11 +6,15 @@ link gets 401 and changes nothing; a second answer, through any channel, gets 40
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
+import json
 import re
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 from uuid import UUID
 
 import httpx
@@ -27,6 +31,7 @@ from tests.support.recording_server import RecordingServer
 
 LINK = re.compile(r"(http://\S+/answer)#request=([0-9a-f-]{36})&token=([A-Za-z0-9_-]+)")
 HEADER = "X-Agentflow-Request-Token"
+SLACK_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 
 
 @pytest.fixture
@@ -40,7 +45,11 @@ def sink(tmp_path: Path) -> Iterator[SmtpSink]:
 @pytest.fixture
 async def engine(database_url: str, sink: SmtpSink) -> AsyncIterator[Engine]:
     settings = make_settings(
-        database_url, smtp_url=sink.url, smtp_from="agentflow@example.com", http_allow="127.0.0.1"
+        database_url,
+        smtp_url=sink.url,
+        smtp_from="agentflow@example.com",
+        http_allow="127.0.0.1",
+        slack_signing_secret=SLACK_SECRET,
     )
     eng = await Engine.connect(settings, migrate_schema=False)
     yield eng
@@ -206,3 +215,90 @@ async def test_a_webhook_channel_is_checked_at_publish(
     with pytest.raises(ConfigError) as info:
         await engine.publish_workflow(approval("bad-hook", **ask))
     assert words in str(info.value.info.details["errors"]), info.value.info.details
+
+
+def slack_press(
+    value: str, *, secret: str = SLACK_SECRET, age: float = 0.0, user: str = "lee"
+) -> tuple[bytes, dict[str, str]]:
+    """A button press as Slack posts it: a form with a JSON payload, signed (v0)."""
+    payload = {
+        "type": "block_actions",
+        "user": {"id": "U1", "username": user},
+        "actions": [{"action_id": "x", "value": value}],
+    }
+    body = urlencode({"payload": json.dumps(payload)}).encode()
+    timestamp = str(int(time.time() - age))
+    digest = hmac.new(secret.encode(), b"v0:" + timestamp.encode() + b":" + body, hashlib.sha256).hexdigest()
+    headers = {
+        "Content-Type": "application/x-www-form-urlencoded",
+        "X-Slack-Request-Timestamp": timestamp,
+        "X-Slack-Signature": f"v0={digest}",
+    }
+    return body, headers
+
+
+async def test_slack_buttons_answer_the_request_as_who_pressed_and_forged_presses_change_nothing(
+    engine: Engine,
+) -> None:
+    with RecordingServer() as slack:
+        await engine.publish_workflow(
+            approval(
+                "refund-slack",
+                assignees=["lee@example.com"],
+                channels=["in_app", "slack"],
+                slack=slack.url + "/hooks/T1/B1/x",
+            )
+        )
+        path = "/api/public/slack/interactions"
+        async with (
+            running_worker(engine),
+            serve(create_app(engine)) as base,
+            httpx.AsyncClient(base_url=base) as api,
+        ):
+            run = await engine.start_run("refund-slack", {"amount": 120})
+            assert await asyncio.to_thread(slack.wait_for, lambda s: len(s.calls("/hooks/T1/B1/x")) >= 1, 15)
+            (posted,) = slack.calls("/hooks/T1/B1/x")
+            buttons = {e["action_id"]: e for e in posted.body["blocks"][1]["elements"]}
+            approve = buttons["approve"]["value"]
+            forged = await api.post(
+                path,
+                content=slack_press(approve, secret="another")[0],
+                headers=slack_press(approve, secret="another")[1],
+            )
+            old_body, old_headers = slack_press(approve, age=600)
+            replayed = await api.post(path, content=old_body, headers=old_headers)
+            tampered_body, tampered_headers = slack_press(approve)
+            tampered = await api.post(
+                path, content=tampered_body.replace(b"lee", b"eve"), headers=tampered_headers
+            )
+            still = (await engine.get_run(run.id)).status
+            opened = await api.post(path, content=slack_press("")[0], headers=slack_press("")[1])
+            body, headers = slack_press(approve)
+            pressed = await api.post(path, content=body, headers=headers)
+            done = await until(engine, run.id, lambda r: r.status.is_terminal)
+            body, headers = slack_press(buttons["reject"]["value"], user="eve")
+            again = await api.post(path, content=body, headers=headers)
+    assert posted.body["text"] == "Refund 120 USD?" and "url" in buttons["open"]
+    for refused in (forged, replayed, tampered):
+        assert refused.status_code == 401 and refused.json()["error"]["code"] == "slack_signature_invalid", (
+            refused.text
+        )
+    assert still == "waiting", "a refused press changes nothing"
+    assert opened.status_code == 200 and opened.json()["status"] == "ignored"
+    assert pressed.status_code == 200, pressed.text
+    assert pressed.json() == {"status": "approved", "responded_by": "slack:lee"}
+    assert done.output == "refunded by slack:lee via slack"
+    assert again.status_code == 409 and again.json()["error"]["code"] == "request_already_answered"
+
+
+async def test_slack_callbacks_are_refused_without_a_signing_secret(database_url: str) -> None:
+    eng = await Engine.connect(make_settings(database_url), migrate_schema=False)
+    try:
+        async with serve(create_app(eng)) as base, httpx.AsyncClient(base_url=base) as api:
+            body, headers = slack_press("x|y|approve")
+            answer = await api.post("/api/public/slack/interactions", content=body, headers=headers)
+            as_json = await api.post("/api/public/slack/interactions", json={"payload": "{}"})
+    finally:
+        await eng.close()
+    assert answer.status_code == 404 and answer.json()["error"]["code"] == "slack_not_configured"
+    assert as_json.status_code == 404

@@ -25,6 +25,7 @@ from agentflow.api import (
     requests,
     run_search,
     runs,
+    slack,
     tasks,
     triggers,
     workflows,
@@ -96,6 +97,7 @@ def create_app(
         reports,
         governance,
         requests,
+        slack,
         metrics,
     )
     for module in routers:

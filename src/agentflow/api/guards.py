@@ -42,6 +42,11 @@ BODY_TIMEOUT_SECONDS = 30.0
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
+FORM = "application/x-www-form-urlencoded"
+FORM_PATHS = frozenset({"/api/public/slack/interactions"})
+"""The only routes that take a form body (from a sender that cannot send JSON, and that
+authenticate it themselves): Slack's interaction callbacks, signed with the signing secret."""
+
 DRAIN_BYTES = 32 * 1024 * 1024
 DRAIN_SECONDS = 10.0
 """How much of an oversized body is read and discarded before answering 413.
@@ -112,6 +117,10 @@ class BodyGuard:
             await self._too_large(scope, receive, send, received=len(body), more=more)
             return
         content_type = headers.get("content-type")
+        if scope["path"] in FORM_PATHS and content_type == FORM:
+            # Slack posts its interactions as a form; the route checks their signature.
+            await self.app(scope, _replay(bytes(body), receive), send)
+            return
         typed = content_type is not None and scope["method"] not in SAFE_METHODS
         # No Content-Type is refused too: it is what a page's fetch() sends without a CORS
         # preflight, and the server would otherwise act on the body as JSON.

@@ -13,6 +13,8 @@ delivery that never happened.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from typing import Any
 
 import httpx
@@ -136,3 +138,21 @@ async def _post(
 
 def _temporary(status: int) -> bool:
     return status == 429 or status >= 500
+
+
+SIGNATURE_WINDOW = 300.0
+"""Seconds a Slack request's timestamp may differ from ours (older ones are replays)."""
+
+
+def signature_valid(secret: str, timestamp: str, body: bytes, signature: str, now: float) -> bool:
+    """Whether a request from Slack is signed with the app's signing secret (Slack's ``v0``
+    scheme: HMAC-SHA256 of ``v0:<timestamp>:<body>``) and recent (within ``SIGNATURE_WINDOW``)."""
+    try:
+        sent = float(timestamp)
+    except ValueError:
+        return False
+    if abs(now - sent) > SIGNATURE_WINDOW:
+        return False
+    base = b"v0:" + timestamp.encode() + b":" + body
+    expected = "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected, signature)

@@ -27,6 +27,7 @@ from agentflow.core.node_specs import NodeSpec
 from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
 from agentflow.nodes.base import BaseRunner, NodeEnv
+from agentflow.nodes.request_slack import slack_message
 
 REQUEST_KIND = "request"
 """The kind of the inbox delivery that carries an answer or a timeout."""
@@ -65,6 +66,8 @@ class UserInputRunner(BaseRunner):
             notes = emailed(request, ctx, env.public_url) if "email" in node.channels else ()
             if node.webhook is not None:
                 notes = (*notes, await _posted(node, request, ctx, env))
+            if node.slack is not None:
+                notes = (*notes, await slack_message(node, request, ctx, env))
             shown = {**pending, "message": request["message"], "assignees": request["assignees"]}
             if notes:
                 shown["told"] = [f"{n['channel']} {n['recipient']}" for n in notes]

@@ -134,7 +134,7 @@ class Notifier:
                     "slack_not_configured", "the notification names no Slack webhook", retryable=False
                 )
             text = f"*{row['subject']}*\n{row['body']}" if row["subject"] else row["body"]
-            await post_slack(self._http, url, text, idempotency_key=key)
+            await post_slack(self._http, url, text, idempotency_key=key, blocks=metadata.get("blocks"))
         elif channel == "webhook":
             payload = {"id": key, "subject": row["subject"], "body": row["body"], "kind": row["kind"]}
             if "data" in metadata:  # e.g. a wait_callback's URL and data

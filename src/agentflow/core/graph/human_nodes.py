@@ -24,11 +24,12 @@ from agentflow.core.templating import has_templates
 APPROVED, REJECTED, TIMEOUT = "approved", "rejected", "timeout"
 DEFAULT_TIMEOUT = timedelta(days=7)
 MAX_TIMEOUT = timedelta(days=365)
-Channel = Literal["in_app", "email", "webhook"]
+Channel = Literal["in_app", "email", "webhook", "slack"]
 CHANNELS: tuple[Channel, ...] = ("in_app",)
 """Where a request goes by default: the console's inbox. ``email`` also mails each assignee
 that is an email address a link that answers it; ``webhook`` POSTs the request, with a token
-that answers it, to the node's ``webhook`` URL (Slack comes next)."""
+that answers it, to the node's ``webhook`` URL; ``slack`` posts it to the node's ``slack``
+incoming webhook with buttons that answer it."""
 
 _DECISION_KINDS = ("approval", "review")
 
@@ -70,7 +71,10 @@ class UserInputNode(NodeSpec):
         default_factory=lambda: list(CHANNELS),
         min_length=1,
         description="Where the request is delivered: in_app (the inbox), email (a link to each assignee"
-        " that is an email address), webhook (a POST to 'webhook').",
+        " that is an email address), webhook (a POST to 'webhook'), slack (buttons, to 'slack').",
+    )
+    slack: str | None = Field(
+        default=None, max_length=2_000, description="The Slack incoming webhook URL of the slack channel."
     )
     webhook: str | None = Field(
         default=None,
@@ -107,12 +111,12 @@ class UserInputNode(NodeSpec):
             raise ValueError("'proposed' goes with interaction 'review'")
         if (self.timeout_action == "default_response") != (self.default_response is not None):
             raise ValueError("'default_response' goes with timeout_action 'default_response', which needs it")
-        if ("webhook" in self.channels) != (self.webhook is not None):
-            raise ValueError("'webhook' goes with the webhook channel, which needs it")
-        if self.webhook is not None and not has_templates(self.webhook):
-            problem = rendered_url_problem(self.webhook.strip())
+        for channel, url in (("webhook", self.webhook), ("slack", self.slack)):
+            if (channel in self.channels) != (url is not None):
+                raise ValueError(f"'{channel}' goes with the {channel} channel, which needs it")
+            problem = None if url is None or has_templates(url) else rendered_url_problem(url.strip())
             if problem is not None:
-                raise ValueError(f"'webhook': {problem}")
+                raise ValueError(f"'{channel}': {problem}")
         return self
 
     def output_ports(self) -> tuple[str, ...]:
