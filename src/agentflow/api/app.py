@@ -10,6 +10,7 @@ from starlette.middleware.cors import CORSMiddleware
 import agentflow
 from agentflow.api import (
     accounts,
+    compat_v2,
     console,
     credentials,
     errors,
@@ -99,6 +100,7 @@ def create_app(
         requests,
         slack,
         metrics,
+        compat_v2,
     )
     for module in routers:
         app.include_router(module.router)
