@@ -47,6 +47,7 @@ from agentflow.knowledge import KnowledgeBase
 from agentflow.knowledge.embedding import configured_embedder
 from agentflow.llm.base import ModelProvider
 from agentflow.nodes.workflow_access import refuse_unknown_children
+from agentflow.people import Directory
 from agentflow.reports import Reports
 from agentflow.runtime import metrics
 from agentflow.runtime.configs import ConfigCache
@@ -77,6 +78,7 @@ class Engine:
         self.tasks = TaskBoard(db)
         self.knowledge = KnowledgeBase(db)
         self.accounts = AccountBook(db)
+        self.people = Directory(db)
         self.reports = Reports(db)
         self.keys = AccessKeys(db)
         self.governance = Governance(db, self._configs)

@@ -65,6 +65,7 @@ DECLARED_COLUMNS = {
         "assignees", "channels", "timeout_action", "response", "responded_via", "link_tokens",
     },
     "workspace_budgets": {"workspace_id", "daily_usd", "daily_tokens", "updated_at"},
+    "people": {"workspace_id", "handle", "name", "email", "roles", "created_at", "updated_at"},
     "credentials": {
         "id", "workspace_id", "name", "kind", "metadata", "secret", "secret_fields", "token_expires_at", "version",
         "refresh_owner", "refresh_until", "created_at", "updated_at",

@@ -21,6 +21,7 @@ from agentflow.integrations.mcp_client import McpConnector
 from agentflow.integrations.sandbox import CodeSandbox
 from agentflow.nodes.credential_access import CredentialAccess
 from agentflow.nodes.model_access import ModelAccess
+from agentflow.nodes.people_access import PeopleAccess
 from agentflow.nodes.rendering import call_rendering
 from agentflow.nodes.threads import ToolThreads
 from agentflow.nodes.workflow_access import WorkflowAccess
@@ -48,6 +49,8 @@ class NodeEnv:
         workflows: the workspace's workflows, for ``run_workflow`` (None: it fails with
             ``run_workflow_unavailable``).
         public_url: the API's external base URL, for the callback URLs of ``wait_callback``.
+        people: the workspace's people, for whom requests are (None: assignees are taken as
+            written; a role fails with ``role_has_no_people``).
     """
 
     tools: ToolRegistry
@@ -64,6 +67,7 @@ class NodeEnv:
     credentials: CredentialAccess | None = None
     workflows: WorkflowAccess | None = None
     public_url: str = "http://127.0.0.1:8000"
+    people: PeopleAccess | None = None
 
     async def render(self, value: Any, node: str, field: str) -> Any:
         """``value`` with its templates rendered in the template context, off the event loop

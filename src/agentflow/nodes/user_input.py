@@ -24,9 +24,11 @@ from agentflow.core.graph.message_nodes import EMAIL
 from agentflow.core.inbox import InboxItem
 from agentflow.core.link_tokens import ANSWER_PAGE, holder, new_token, token_hash
 from agentflow.core.node_specs import NodeSpec
+from agentflow.core.people import role_of
 from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
 from agentflow.nodes.base import BaseRunner, NodeEnv
+from agentflow.nodes.people_access import Assigned
 from agentflow.nodes.request_slack import slack_message
 
 REQUEST_KIND = "request"
@@ -63,12 +65,16 @@ class UserInputRunner(BaseRunner):
             if env.asked is not None:  # woken by something else: wait on
                 return pending, NodeResult(output=pending, park_secs=park, passes_inbox=True)
             request = await _request(node, env, request_id)
-            notes = emailed(request, ctx, env.public_url) if "email" in node.channels else ()
+            assigned = await _assigned(node, ctx, env, request["assignees"])
+            request["assignees"] = assigned.assignees
+            notes = emailed(request, assigned.mail, ctx, env.public_url) if "email" in node.channels else ()
             if node.webhook is not None:
                 notes = (*notes, await _posted(node, request, ctx, env))
             if node.slack is not None:
                 notes = (*notes, await slack_message(node, request, ctx, env))
             shown = {**pending, "message": request["message"], "assignees": request["assignees"]}
+            if assigned.roles:
+                shown["roles"] = assigned.roles
             if notes:
                 shown["told"] = [f"{n['channel']} {n['recipient']}" for n in notes]
             result = NodeResult(
@@ -142,15 +148,30 @@ async def _request(node: UserInputNode, env: NodeEnv, request_id: uuid.UUID) -> 
     }
 
 
-def emailed(request: dict[str, Any], ctx: StepContext, base_url: str) -> tuple[dict[str, Any], ...]:
-    """An email to each assignee of ``request`` that is an email address, with a link that
-    answers it; the links' token hashes go into ``request['link_tokens']``. Written with the
-    step (once) and delivered by the notifier (at least once, the note's id as Message-ID)."""
+async def _assigned(node: UserInputNode, ctx: StepContext, env: NodeEnv, named: list[str]) -> Assigned:
+    """Whom the request is for: ``named`` with roles replaced by their people, where to mail each."""
+    if env.people is not None:
+        return await env.people.assign(ctx.workspace_id, named, node.id)
+    if any(role_of(n) is not None for n in named):
+        raise StepFailure(
+            "role_has_no_people",
+            f"user_input {node.id!r}: this worker cannot look up who holds a role",
+            retryable=False,
+            details={"node": node.id},
+            solution="Run the workflow on an agentflow worker, or name people instead of roles.",
+        )
+    return Assigned(named, {n: n for n in named if EMAIL.fullmatch(n)})
+
+
+def emailed(
+    request: dict[str, Any], mail: dict[str, str], ctx: StepContext, base_url: str
+) -> tuple[dict[str, Any], ...]:
+    """An email to each assignee with an address (``mail``), with a link that answers the
+    request as them; the links' token hashes go into ``request['link_tokens']``. Written with
+    the step (once) and delivered by the notifier (at least once, the note's id as Message-ID)."""
     notes: list[dict[str, Any]] = []
     tokens: dict[str, str] = {}
-    for person in request["assignees"]:
-        if not EMAIL.fullmatch(person):
-            continue
+    for person, address in mail.items():
         token = new_token()
         tokens[token_hash(token)] = holder("email", person)
         link = f"{base_url}{ANSWER_PAGE}#request={request['id']}&token={token}"
@@ -159,7 +180,7 @@ def emailed(request: dict[str, Any], ctx: StepContext, base_url: str) -> tuple[d
         notes.append({
             "id": str(uuid.uuid5(ctx.run_id, f"request-email:{request['id']}:{person}")),
             "channel": "email",
-            "recipient": person,
+            "recipient": address,
             "subject": subject,
             "body": f"{request['message']}\n\nAnswer here (the link works once, for {expires}):\n{link}\n",
             "kind": "request",

@@ -196,6 +196,7 @@ async def run_activation(
         credentials=tools_env.credentials,
         workflows=tools_env.workflows,
         public_url=tools_env.public_url,
+        people=tools_env.people,
         inbox=cursor.inbox,
         asked=activation.asked,
         template_context={

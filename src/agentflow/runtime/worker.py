@@ -32,6 +32,7 @@ from agentflow.integrations.sandbox import CodeSandbox
 from agentflow.llm.base import ModelProvider
 from agentflow.nodes.base import NodeEnv
 from agentflow.nodes.credential_access import CredentialAccess
+from agentflow.nodes.people_access import PeopleAccess
 from agentflow.nodes.threads import ToolThreads
 from agentflow.nodes.workflow_access import WorkflowAccess
 from agentflow.runtime import agent_step, metrics, step
@@ -125,6 +126,7 @@ class Worker:
             ),
             workflows=WorkflowAccess(db.pool, self._configs.parse),
             public_url=settings.base_url,
+            people=PeopleAccess(db.pool),
         )
         gate = gate or ModelGate(self.agents.model, self.agents.prices)
         self._wake = asyncio.Event()
