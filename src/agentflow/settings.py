@@ -49,6 +49,8 @@ class Settings(BaseSettings):
         trusted_proxies: IP addresses and CIDR ranges of reverse proxies whose
             ``X-Forwarded-For`` is believed (comma-separated). Without keys, a request a
             proxy relayed is served only when the proxy is listed and its client is local.
+        lifecycle_events: publish ``run.started``, ``run.completed``, ``run.failed``,
+            ``step.failed`` and ``request.created`` to the event log with each change.
         slack_signing_secret: the Slack app's signing secret: Slack's interaction callbacks
             (buttons on requests) are verified with it; without it they are refused.
         secret_key: 32 random bytes in base64 that encrypt secrets at rest (webhook signing
@@ -109,6 +111,7 @@ class Settings(BaseSettings):
     trusted_proxies: str = ""
     secret_key: SecretStr | None = None
     slack_signing_secret: SecretStr | None = None
+    lifecycle_events: bool = True
     public_url: str | None = None
     model: str | None = None
     openai_api_key: SecretStr | None = None

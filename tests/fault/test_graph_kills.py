@@ -6,7 +6,8 @@ random kills) runs a graph: a start node fans out to four branches (an engine-ta
 a wait then a step, a plain step, an outside call with the step's idempotency key) that run
 at once and a ``merge`` joins before the run finishes. Then an independent count checks every
 run completed, every node of every run was checkpointed as completed exactly once, every task
-row was written once, every join saw all four branches, and every call of the keyed branch,
+row was written once, every run published ``run.started`` and ``run.completed`` once (lifecycle
+events go with their checkpoints), every join saw all four branches, and every call of the keyed branch,
 whichever worker made it, carried the one key its completed step records (step numbers of
 branches running at once survive kills).
 
@@ -64,6 +65,16 @@ def graph_flow(name: str) -> dict[str, Any]:
         ],
         "edges": [{"from": a, "to": b} for a, b in edges],
     }
+
+
+LISTENER = {
+    "name": "lifecycle-listener",
+    "kind": "structured",
+    "trigger": {"topics": ["run.*"], "conditions": {"path": "data.run_id", "op": "equals", "value": "none"}},
+    "nodes": [{"id": "done", "type": "finish", "output": "heard"}],
+}
+"""A workflow that listens to ``run.*`` (and starts nothing): runs publish those events only when
+one does."""
 
 
 # Checkpoint the step with the run's old state, then write the new one 0.3 s later: progress
@@ -133,6 +144,14 @@ async def count(pool: asyncpg.Pool, run_ids: list[UUID], recorder: RecordingServ
             run_ids,
         )
     )
+    told = Counter(
+        (r["run_id"], r["topic"])
+        for r in await pool.fetch(
+            "SELECT data->>'run_id' AS run_id, topic FROM events"
+            " WHERE topic IN ('run.started', 'run.completed') AND data->>'run_id' = ANY($1)",
+            [str(run_id) for run_id in run_ids],
+        )
+    )
     calls = [c for c in recorder.calls("/keyed") if c.body.get("run_id") in keys]
     applied = Counter(str(body.get("run_id")) for body in recorder.applied("/keyed").values())
     return {
@@ -148,6 +167,13 @@ async def count(pool: asyncpg.Pool, run_ids: list[UUID], recorder: RecordingServ
                 if e["status"] == "completed"
             ),
             "keyed_effects": sum(1 for run_id in run_ids if applied[str(run_id)] == 0),
+            # Lifecycle events go with their checkpoint: a completed run told its start and end.
+            "lifecycle_events": sum(
+                1
+                for run_id, e in by_run.items()
+                for topic in ("run.started", "run.completed")
+                if e["status"] == "completed" and told[(str(run_id), topic)] == 0
+            ),
         },
         "keyed_calls_with_another_key": sum(1 for c in calls if c.key != keys[c.body["run_id"]]),
         "duplicated": {
@@ -155,6 +181,7 @@ async def count(pool: asyncpg.Pool, run_ids: list[UUID], recorder: RecordingServ
             "nodes_run_twice": twice,
             "task_rows": sum(max(n - 1, 0) for n in tasks.values()),
             "keyed_effects": sum(n - 1 for n in applied.values() if n > 1),
+            "lifecycle_events": sum(n - 1 for n in told.values() if n > 1),
         },
         "keyed_raw_calls": len(calls),
     }
@@ -174,6 +201,7 @@ async def test_graph_runs_under_kills_run_every_node_once_and_join_every_branch(
     seed = int(os.environ.get("AGENTFLOW_FAULT_SEED") or random.SystemRandom().randrange(1, 10**6))
     print(f"\ngraph kills seed={seed} (rerun with AGENTFLOW_FAULT_SEED={seed})")
     await engine.publish_workflow(graph_flow("graph-kills"))
+    await engine.publish_workflow(LISTENER)  # so that runs publish their lifecycle events
     chaos = await run_chaos(
         engine, recorder, log_dir, flow="graph-kills", runs=60, seed=seed, start_rate=8.0, deadline=180.0,
         targeted_kills=KEYED_KILLS,
@@ -189,12 +217,14 @@ async def test_graph_runs_under_kills_run_every_node_once_and_join_every_branch(
         "task_rows": 0,
         "joined_branches": 0,
         "keyed_effects": 0,
+        "lifecycle_events": 0,
     }
     assert verdict["duplicated"] == {
         "node_checkpoints": 0,
         "nodes_run_twice": [],
         "task_rows": 0,
         "keyed_effects": 0,
+        "lifecycle_events": 0,
     }, f"seed {seed}"
     assert verdict["keyed_calls_with_another_key"] == 0, f"seed {seed}"
     assert verdict["keyed_raw_calls"] > verdict["runs"], (

@@ -43,6 +43,7 @@ from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.dispatcher import Dispatcher
 from agentflow.runtime.failpoints import failpoint
 from agentflow.runtime.gatekeeper import EventGate, Gatekeeper
+from agentflow.runtime.lifecycle_listeners import LifecycleListeners
 from agentflow.runtime.notifier import Notifier
 from agentflow.runtime.scheduler import Scheduler
 from agentflow.settings import Settings
@@ -108,6 +109,7 @@ class Worker:
         self.name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self._tools = tools or default_registry
         self._configs = ConfigCache(db.pool)
+        self._listeners = LifecycleListeners(db, self._configs)
         self.threads = ToolThreads()
         self.agents: AgentEnv = build_agent_env(db, settings, self._tools, self.threads, model=model)
         self._env = NodeEnv(
@@ -387,6 +389,8 @@ class Worker:
         """Write the outcome; return the checkpoint when the run still has immediate work here."""
         if run.parent_step is not None:  # a loop item: its end wakes the loop's run
             outcome = replace(outcome, run=replace(outcome.run, wake_parent=run.parent_run_id))
+        if self.settings.lifecycle_events:
+            outcome = await self._listeners.with_events(run, outcome)
         failpoint("before_checkpoint")
         done = await runs.checkpoint(
             self.db.pool, run.workspace_id, run.id, token, self.name,

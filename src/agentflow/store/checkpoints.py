@@ -177,6 +177,14 @@ _WAKE_PARENT = """, wp AS (
       AND p.due_at > now()
     RETURNING pg_notify('agentflow_runs', '')
 )"""
+# Lifecycle events ($EVENTS: topic, message_id, data) in the log, with the change they tell of.
+_EVENTS = """, ev AS (
+    INSERT INTO events (workspace_id, topic, message_id, data, account_id, published_at)
+    SELECT r.workspace_id, e.doc->>'topic', e.doc->>'message_id', e.doc->'data',
+           e.doc->'data'->>'account_id', now()
+    FROM r, jsonb_array_elements($EVENTS::jsonb) AS e(doc)
+    ON CONFLICT (workspace_id, topic, message_id) DO NOTHING
+)"""
 # A model call's tokens and cost, also on the workspace's day (UTC) for its daily budget.
 _WORKSPACE_USAGE = """, u AS (
     INSERT INTO workspace_usage AS w (workspace_id, day, input_tokens, output_tokens,
@@ -284,6 +292,7 @@ class Effects:
         children: a loop's items to insert as child runs (``item_index``, ``state``, ``released``).
         release: ``(loop step, index)``: let that loop's items below the index run.
         cancel_loops: loop steps whose unfinished items are canceled.
+        events: lifecycle events to publish (``topic``, ``message_id``, ``data``).
     """
 
     tasks: list[dict[str, Any]] = field(default_factory=list)
@@ -293,6 +302,7 @@ class Effects:
     children: list[dict[str, Any]] = field(default_factory=list)
     release: list[tuple[int, int]] = field(default_factory=list)
     cancel_loops: list[int] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
 
 
 NO_EFFECTS = Effects()
@@ -320,6 +330,7 @@ def _statement(
     approval: bool,
     usage: bool,
     loops: tuple[bool, bool, bool, bool] = (False, False, False, False),
+    events: bool = False,
 ) -> str:
     """The checkpoint with only the parts this step needs (the common step needs none);
     ``loops``: children, release, cancel, wake the parent."""
@@ -335,6 +346,7 @@ def _statement(
         (release, _RELEASE, "$RELEASE"),
         (cancel, _CANCEL_LOOPS, "$CANCEL"),
         (parent, _WAKE_PARENT, "$PARENT"),
+        (events, _EVENTS, "$EVENTS"),
     ):
         if wanted:
             parts += fragment.replace(marker, f"${number}")
@@ -403,6 +415,8 @@ async def checkpoint(
         args.append(effects.cancel_loops)
     if run.wake_parent is not None:
         args.append(run.wake_parent)
+    if effects.events:
+        args.append(effects.events)
     usage = effects.usage
     if usage is not None:
         args += [usage.model, usage.input_tokens, usage.output_tokens, usage.cached_input_tokens]
@@ -415,7 +429,7 @@ async def checkpoint(
     )
     sql = _statement(
         bool(run.consumed), bool(effects.tasks), bool(effects.notifications), effects.approval is not None,
-        usage is not None, loops,
+        usage is not None, loops, bool(effects.events),
     )  # fmt: skip
     row = await pool.fetchrow(sql, *args)
     if row is None:

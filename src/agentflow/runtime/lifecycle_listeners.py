@@ -1,0 +1,77 @@
+"""Which lifecycle events anybody listens to (``core.lifecycle``), so a checkpoint publishes
+only those.
+
+A lifecycle event starts runs only of a workflow whose trigger (or an agent's sources) names
+its topic, and the dispatcher reads the log from its cursor on, never events from before a
+listener was published. So an event that no enabled workflow listens to would start nothing,
+ever: it is not written, and runs that nobody watches cost no extra writes (measured: about a
+sixth of W1's throughput when every run tells its start and end). The topic patterns of the
+listening workflows of each workspace are read again every ``ttl`` seconds; a workflow
+published meanwhile hears of runs from the next read on.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import replace
+from uuid import UUID
+
+from agentflow.core.lifecycle import lifecycle_events
+from agentflow.core.records import RunRecord
+from agentflow.core.sources import topic_matches
+from agentflow.runtime.admission import topics_of
+from agentflow.runtime.configs import ConfigCache
+from agentflow.runtime.step import StepOutcome
+from agentflow.store import dispatch
+from agentflow.store.database import Database, unavailable
+
+TTL = 5.0
+
+
+class LifecycleListeners:
+    """The topic patterns the enabled workflows of each workspace listen to, read every ``ttl``."""
+
+    def __init__(self, db: Database, configs: ConfigCache, ttl: float = TTL) -> None:
+        self._db = db
+        self._configs = configs
+        self._ttl = ttl
+        self._read_at = float("-inf")
+        self._patterns: dict[UUID, list[str]] = {}
+
+    async def refresh(self) -> None:
+        """Read the patterns again when the last read is older than ``ttl``."""
+        if time.monotonic() - self._read_at < self._ttl:
+            return
+        patterns: dict[UUID, list[str]] = defaultdict(list)
+        async with self._db.pool.acquire() as conn:
+            for version in await dispatch.listening_workflows(conn):
+                patterns[version.workspace_id] += topics_of(self._configs.parse(version))
+        self._patterns = dict(patterns)
+        self._read_at = time.monotonic()
+
+    def heard(self, workspace_id: UUID, topic: str) -> bool:
+        """Whether an enabled workflow of the workspace listens to ``topic``."""
+        return topic_matches(self._patterns.get(workspace_id, ()), topic)
+
+    async def with_events(self, run: RunRecord, outcome: StepOutcome) -> StepOutcome:
+        """``outcome`` with the lifecycle events its checkpoint publishes: those a workflow of
+        the run's workspace listens to."""
+        try:
+            await self.refresh()
+        except Exception as exc:
+            if not unavailable(exc):
+                raise
+            # No fresh answer: the checkpoint meets the outage too; the last answer serves.
+        written, effects = outcome.step, outcome.effects
+        events = lifecycle_events(
+            run,
+            status=outcome.run.status,
+            reason=outcome.run.status_reason,
+            error=outcome.run.error,
+            step={"seq": written.seq, "attempt": written.attempt, "node_id": written.node_id,
+                  "kind": written.kind, "status": written.status, "error": written.error},
+            request=effects.approval,
+        )  # fmt: skip
+        events = [e for e in events if self.heard(run.workspace_id, e["topic"])]
+        return replace(outcome, effects=replace(effects, events=events)) if events else outcome

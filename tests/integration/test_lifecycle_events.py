@@ -1,0 +1,143 @@
+"""Lifecycle events (issue 16): run.started, run.completed, run.failed, step.failed and
+request.created go to the event log with the change they tell of, once each, when a workflow
+listens to them, and other workflows trigger on them; a run started by one publishes none (no
+workflow triggers itself)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+from uuid import UUID
+
+import pytest
+
+import tests.support.tools  # noqa: F401  (registers the tools)
+from agentflow.engine import Engine
+from tests.conftest import make_settings
+from tests.support.agents import running_worker, until
+
+
+async def events_of(engine: Engine, run_id: UUID) -> list[tuple[str, str, dict[str, Any]]]:
+    rows = await engine.db.pool.fetch(
+        "SELECT topic, message_id, data FROM events WHERE data->>'run_id' = $1 ORDER BY xid, seq", str(run_id)
+    )
+    return [(r["topic"], r["message_id"], r["data"]) for r in rows]
+
+
+def flow(name: str, *nodes: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"name": name, "kind": "structured", "nodes": list(nodes), **extra}
+
+
+LISTENER = {
+    "name": "watch",
+    "kind": "structured",
+    "trigger": {
+        "topics": ["run.*", "step.*", "request.*"],
+        "conditions": {"path": "topic", "op": "equals", "value": "-"},
+    },
+    "nodes": [{"id": "done", "type": "finish", "output": "heard"}],
+}
+"""Listens to every lifecycle topic and starts nothing (its condition never holds)."""
+
+
+async def test_a_run_tells_its_start_its_failed_attempts_and_its_end(engine: Engine) -> None:
+    await engine.publish_workflow(LISTENER)
+    await engine.publish_workflow(
+        flow("fine", {"id": "add", "type": "tool", "tool": "add", "args": {"a": 1, "b": 2}})
+    )
+    breaks = {
+        "id": "boom",
+        "type": "tool",
+        "tool": "always_fails",
+        "retry": {"max_attempts": 2, "initial_delay": "0.05s"},
+    }
+    await engine.publish_workflow(flow("breaks", breaks))
+    await engine.publish_workflow(flow("asks", {"id": "ask", "type": "user_input", "message": "OK?"}))
+    async with running_worker(engine):
+        fine = await engine.start_run("fine", {})
+        broken = await engine.start_run("breaks", {})
+        asking = await engine.start_run("asks", {})
+        await until(engine, fine.id, lambda r: r.status.is_terminal)
+        await until(engine, broken.id, lambda r: r.status.is_terminal, timeout=30)
+        await until(engine, asking.id, lambda r: r.status == "waiting")
+    topics = [topic for topic, _, _ in await events_of(engine, fine.id)]
+    assert topics == ["run.started", "run.completed"]
+    failed = await events_of(engine, broken.id)
+    assert [t for t, _, _ in failed] == ["run.started", "step.failed", "step.failed", "run.failed"]
+    attempts = [
+        (d["node_id"], d["attempt"], d["run_status"], d["error"]["code"])
+        for t, _, d in failed
+        if t == "step.failed"
+    ]
+    assert attempts == [("boom", 1, "waiting", "upstream_down"), ("boom", 2, "failed", "upstream_down")]
+    assert failed[-1][2]["error"]["code"] == "upstream_down" and failed[-1][2]["workflow_id"] == str(
+        broken.workflow_id
+    )
+    (request,) = await engine.requests.list(run_id=asking.id)
+    asked = [(t, m, d) for t, m, d in await events_of(engine, asking.id) if t == "request.created"]
+    assert asked == [("request.created", str(request["id"]), asked[0][2])]
+    assert asked[0][2]["kind"] == "approval" and asked[0][2]["node_id"] == "ask"
+
+
+async def test_an_alerting_workflow_triggers_on_run_failed_and_does_not_trigger_itself(
+    engine: Engine,
+) -> None:
+    await engine.publish_workflow(
+        flow("fragile", {"id": "boom", "type": "tool", "tool": "always_fails", "args": {"retryable": False}})
+    )
+    alert = flow(
+        "alert",
+        {
+            "id": "tell",
+            "type": "tool",
+            "tool": "echo",
+            "args": {"value": "{{ payload.workflow_id }} failed"},
+        },
+        {"id": "boom", "type": "tool", "tool": "always_fails", "args": {"retryable": False}},
+        trigger={"topics": ["run.failed"]},
+    )
+    await engine.publish_workflow(alert)
+    async with running_worker(engine):
+        run = await engine.start_run("fragile", {})
+        await until(engine, run.id, lambda r: r.status.is_terminal)
+        for _ in range(300):
+            alerts = await engine.list_runs(workflow="alert")
+            if alerts and alerts[0].status.is_terminal:
+                break
+            await asyncio.sleep(0.1)
+        alerts = await engine.list_runs(workflow="alert")
+        assert len(alerts) == 1 and alerts[0].status == "failed", alerts
+        # The alert's own failure publishes nothing, so nothing starts another alert.
+        assert await events_of(engine, alerts[0].id) == []
+        steps = await engine.list_steps(alerts[0].id)
+    assert steps[0].output == {"value": f"{run.workflow_id} failed"}
+
+
+@pytest.fixture
+async def quiet(database_url: str) -> AsyncIterator[Engine]:
+    eng = await Engine.connect(make_settings(database_url, lifecycle_events=False), migrate_schema=False)
+    yield eng
+    await eng.close()
+
+
+async def test_nothing_is_published_that_no_workflow_listens_to(engine: Engine) -> None:
+    await engine.publish_workflow(
+        flow("unwatched", {"id": "add", "type": "tool", "tool": "add", "args": {"a": 1, "b": 1}})
+    )
+    await engine.publish_workflow({**LISTENER, "trigger": {**LISTENER["trigger"], "topics": ["run.failed"]}})
+    async with running_worker(engine):
+        run = await engine.start_run("unwatched", {})
+        await until(engine, run.id, lambda r: r.status.is_terminal)
+    assert await events_of(engine, run.id) == [], "nobody listens to run.started or run.completed"
+
+
+async def test_lifecycle_events_can_be_turned_off(quiet: Engine) -> None:
+    await quiet.publish_workflow(LISTENER)
+    await quiet.publish_workflow(
+        flow("silent", {"id": "add", "type": "tool", "tool": "add", "args": {"a": 1, "b": 1}})
+    )
+    async with running_worker(quiet):
+        run = await quiet.start_run("silent", {})
+        await until(quiet, run.id, lambda r: r.status.is_terminal)
+    assert await events_of(quiet, run.id) == []
