@@ -123,6 +123,22 @@ async def test_a_person_runs_the_whole_job_from_the_browser(engine: Engine, brow
         await expect(page.locator("main[data-view='#/runs?status=failed']")).to_contain_text("No runs.")
         await shot(page, "5-runs-filtered")
 
+        # A second version, its diff with the first, and a roll back to the first.
+        await page.goto(base + "/#/workflows/refund")
+        await page.fill(
+            "#yaml",
+            APPROVAL_YAML.replace("Refund {{ payload.amount }} USD?", "Pay back {{ payload.amount }}?"),
+        )
+        await page.click("#publish")
+        await expect(page.locator("#versions tr[data-version='2']")).to_contain_text("latest")
+        await page.locator("#versions tr[data-version='1'] button.diff").click()
+        await expect(page.locator("#diff")).to_contain_text("nodes[id=ask].message: changed")
+        await expect(page.locator("#diff pre")).to_contain_text("+    message: Pay back")
+        await shot(page, "5b-versions-diff")
+        await page.locator("#versions tr[data-version='1'] button.rollback").click()
+        await expect(page.locator("#versions tr[data-version='3']")).to_contain_text("latest")
+        assert "Refund" in str((await engine.get_version("refund")).config["nodes"][0]["message"])
+
         # A mistake is shown with its path, and nothing is published.
         await page.goto(base + "/#/new")
         await page.fill("#yaml", "name: broken\nkind: structured\nnodes:\n  - {id: a, type: teleport}\n")

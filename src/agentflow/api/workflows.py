@@ -1,11 +1,15 @@
-"""``/api/ai/workflows``: publish, list and inspect workflows and their versions."""
+"""``/api/ai/workflows``: publish, list and inspect workflows and their versions; compare two
+versions and roll back to one."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
+from uuid import UUID
 
 import asyncpg
 from fastapi import APIRouter, Body, Query, Response
+from pydantic import BaseModel, ConfigDict, Field
 
 from agentflow.api.deps import EngineDep, WorkspaceDep, version_ref, workflow_ref
 from agentflow.api.errors import ApiError
@@ -18,7 +22,9 @@ from agentflow.api.schemas import (
     WorkflowList,
     conflict,
 )
+from agentflow.core.config_diff import diff_configs, unified_yaml
 from agentflow.core.errors import NotFoundError
+from agentflow.store import workflows
 
 router = APIRouter(prefix="/api/ai/workflows", tags=["workflows"], responses={**ERROR_RESPONSES})
 
@@ -129,4 +135,104 @@ def _flag(config: dict[str, Any], name: str, query_value: bool | None) -> bool |
         "invalid_request",
         f"invalid request at body.{name}: {problem}",
         details={"errors": [{"path": f"body.{name}", "message": problem}]},
+    )
+
+
+class VersionSummary(BaseModel):
+    """One version of a workflow, without its config."""
+
+    version: int
+    content_hash: str
+    created_at: datetime
+    latest: bool
+
+
+class VersionList(BaseModel):
+    """A workflow's versions, newest first."""
+
+    workflow_id: UUID
+    versions: list[VersionSummary]
+
+
+class Change(BaseModel):
+    """One difference between two configs."""
+
+    path: str = Field(examples=["nodes[id=ask].message"])
+    change: str = Field(examples=["changed"], description="added, removed or changed.")
+    before: Any
+    after: Any
+
+
+class VersionDiff(BaseModel):
+    """What changed from one version to another."""
+
+    workflow_id: UUID
+    before: int
+    after: int
+    changes: list[Change]
+    unified: str = Field(description="The two configs as YAML, as a unified diff.")
+
+
+class Rollback(BaseModel):
+    """Publish an older version's config as the newest version."""
+
+    model_config = ConfigDict(extra="forbid")
+    version: int = Field(ge=1, description="The version whose config to publish again.")
+
+
+@router.get("/{workflow_id}/versions", response_model=VersionList, summary="List a workflow's versions")
+async def list_versions(workflow_id: str, engine: EngineDep, workspace: WorkspaceDep) -> VersionList:
+    """Every version, newest first."""
+    workflow = await engine.get_workflow(workflow_ref(workflow_id), workspace_id=workspace)
+    rows = await workflows.list_versions(engine.db.pool, workspace, workflow.id)
+    return VersionList(
+        workflow_id=workflow.id,
+        versions=[VersionSummary(**r, latest=r["version"] == workflow.latest_version) for r in rows],
+    )
+
+
+@router.get(
+    "/{workflow_id}/versions/{before}/diff/{after}",
+    response_model=VersionDiff,
+    summary="Compare two versions",
+)
+async def diff_versions(
+    workflow_id: str, before: str, after: str, engine: EngineDep, workspace: WorkspaceDep
+) -> VersionDiff:
+    """Each changed field by path (nodes matched by id) and a unified YAML diff; ``latest`` may
+    stand for the newest version."""
+    ref = workflow_ref(workflow_id)
+    old = await engine.get_version(ref, version_ref(before), workspace_id=workspace)
+    new = await engine.get_version(ref, version_ref(after), workspace_id=workspace)
+    labels = (f"v{old.version}", f"v{new.version}")
+    return VersionDiff(
+        workflow_id=old.workflow_id,
+        before=old.version,
+        after=new.version,
+        changes=[Change(**c) for c in diff_configs(old.config, new.config)],
+        unified=unified_yaml(old.config, new.config, labels),
+    )
+
+
+@router.post(
+    "/{workflow_id}/rollback",
+    response_model=Published,
+    status_code=201,
+    summary="Roll back to a version",
+    responses={200: {"model": Published, "description": "Unchanged: the latest version has this config"}},
+)
+async def rollback(
+    workflow_id: str, body: Rollback, response: Response, engine: EngineDep, workspace: WorkspaceDep
+) -> Published:
+    """Publish version ``version``'s config again, as the newest version (runs already started
+    keep theirs); checked as any publish is. 200 when the latest already has that config."""
+    old = await engine.get_version(workflow_ref(workflow_id), body.version, workspace_id=workspace)
+    published = await engine.publish_workflow(old.config, workspace_id=workspace)
+    if not published.created:
+        response.status_code = 200
+    return Published(
+        workflow=Workflow.model_validate(published.workflow),
+        version=published.version.version,
+        content_hash=published.version.content_hash,
+        created=published.created,
     )

@@ -111,6 +111,16 @@ async def list_all(pool: asyncpg.Pool, workspace_id: UUID) -> list[WorkflowRecor
     return [WorkflowRecord.from_row(r) for r in rows]
 
 
+async def list_versions(pool: asyncpg.Pool, workspace_id: UUID, workflow_id: UUID) -> list[dict[str, Any]]:
+    """Every version of a workflow, newest first: ``version``, ``content_hash``, ``created_at``."""
+    rows = await pool.fetch(
+        "SELECT version, content_hash, created_at FROM workflow_versions"
+        " WHERE workspace_id = $1 AND workflow_id = $2 ORDER BY version DESC",
+        workspace_id, workflow_id,
+    )  # fmt: skip
+    return [dict(r) for r in rows]
+
+
 async def get_version(
     pool: asyncpg.Pool, workspace_id: UUID, workflow_id: UUID, version: int
 ) -> VersionRecord | None:

@@ -136,6 +136,7 @@ async function newWorkflowView() {
 async function workflowView(name) {
   const workflow = await api("GET", "/api/ai/workflows/" + encodeURIComponent(name));
   const { runs } = await api("GET", "/api/runs?exclude=state&limit=20&workflow_id=" + workflow.id);
+  const { versions } = await api("GET", "/api/ai/workflows/" + workflow.id + "/versions");
   const payload = h("textarea", { id: "payload", "aria-label": "Payload (JSON)", rows: 4 });
   payload.value = "{}";
   const startResult = h("div", {});
@@ -164,7 +165,42 @@ async function workflowView(name) {
         h("label", { for: "payload" }, "Payload (JSON)"), payload,
         h("div", { class: "row" }, h("button", { class: "primary", id: "start", onclick: start }, "Start run")), startResult,
         h("h2", {}, "Recent runs"), runTable(runs))),
+    versionsSection(workflow, versions),
   ];
+}
+
+function versionsSection(workflow, versions) {
+  const base = "/api/ai/workflows/" + workflow.id;
+  const shown = h("div", { id: "diff" });
+  async function diff(version) {
+    const found = await api("GET", base + "/versions/" + version + "/diff/latest");
+    shown.replaceChildren(
+      h("h3", {}, "v" + found.before + " → v" + found.after + ": " + found.changes.length + " changes"),
+      h("ul", {}, found.changes.map((c) => h("li", {}, c.path + ": " + c.change))),
+      h("pre", { class: "diff" }, found.unified || "(the same)"));
+  }
+  async function rollback(version) {
+    try {
+      const published = await api("POST", base + "/rollback", { version });
+      toast(published.created ? "Rolled back: v" + version + " is now v" + published.version : "Unchanged");
+      route();
+    } catch (e) {
+      if (!(e instanceof ApiError)) throw e;
+      shown.replaceChildren(problems(e));
+    }
+  }
+  return h("section", { "aria-label": "Versions" },
+    h("h2", {}, "Versions"),
+    h("table", { id: "versions" },
+      h("thead", {}, h("tr", {}, ["Version", "Published", ""].map((t) => h("th", {}, t)))),
+      h("tbody", {}, versions.map((v) =>
+        h("tr", { "data-version": v.version },
+          h("td", {}, "v" + v.version + (v.latest ? " (latest)" : "")), h("td", {}, when(v.created_at)),
+          h("td", {}, v.latest ? "" : [
+            h("button", { class: "diff", onclick: () => diff(v.version) }, "Diff with latest"), " ",
+            h("button", { class: "rollback", onclick: () => rollback(v.version) }, "Roll back to this"),
+          ]))))),
+    shown);
 }
 
 function runTable(runs) {
