@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from agentflow.core.chat import Message, ModelRequest
 from agentflow.core.credentials import sealed_with
 from agentflow.core.errors import StepFailure
 from agentflow.core.ids import DEFAULT_WORKSPACE
@@ -23,10 +24,12 @@ from agentflow.core.records import RunRecord
 from agentflow.core.sealing import SealBroken, parse_sealing_key, unseal
 from agentflow.engine import Engine
 from agentflow.integrations.guarded_http import guarded_client
+from agentflow.llm.scripted import ScriptedProvider
 from agentflow.nodes.credential_access import CredentialAccess
 from agentflow.runtime.worker import Worker
 from agentflow.settings import sealing_key
 from tests.conftest import make_settings
+from tests.support.agents import calls, running_worker
 from tests.support.oauth2_server import OAuth2Server
 from tests.support.scripted_http import ScriptedServer, json_reply
 from tests.support.target_server import Reply
@@ -380,3 +383,42 @@ async def test_a_worker_without_a_key_fails_steps_that_use_credentials(
             await access.resolve(DEFAULT_WORKSPACE, "crm", "n")
     assert info.value.info.code == "secret_key_missing" and not info.value.retryable
     assert "AGENTFLOW_SECRET_KEY" in (info.value.info.solution or "")
+
+
+async def test_an_agents_http_tool_carries_its_credential_and_the_model_never_sees_it(
+    engine: Engine, oauth: OAuth2Server, other: ScriptedServer
+) -> None:
+    other.script("/echo", json_reply({"echo": SECRETS["api"]}))  # a server that echoes the key back
+    await engine.credentials.create("crm", client_credentials(oauth))
+    await engine.credentials.create("k", {"kind": "api_key", "key": SECRETS["api"], "parameter": "X-Key"})
+    await engine.publish_workflow({
+        "name": "agent-with-credentials",
+        "kind": "agent",
+        "prompt": "Look the contact up.",
+        "http_tools": [
+            {"name": "contacts", "method": "GET", "url": f"{oauth.url}/api/contacts", "credential": "crm"},
+            {"name": "echo", "method": "POST", "url": f"{other.url}/echo", "credential": "k"},
+        ],
+    })  # fmt: skip
+    seen: list[str] = []
+
+    def respond(request: ModelRequest) -> Message:
+        seen.append(json.dumps([m.content for m in request.messages]))
+        if len(seen) == 1:
+            return calls(("contacts", {}), ("echo", {"q": 1}))
+        return calls(("complete", {"summary": "looked up"}))
+
+    async with running_worker(engine, model=ScriptedProvider(respond)):
+        run = await engine.start_run("agent-with-credentials", {})
+        done = await engine.wait_for_run(run.id, timeout=30)
+    assert done.status == "completed", done.error
+    [(_, sent)] = oauth.resource_calls
+    assert sent is not None and sent.removeprefix("Bearer ") in oauth.valid_access()
+    [echoed] = other.requests("/echo")
+    assert echoed.header("X-Key") == SECRETS["api"], "the server got the key"
+    tools = {s.name: s.output["result"] for s in await engine.list_steps(run.id) if s.kind == "agent.tool"}
+    assert tools["contacts"]["body"] == {"ok": True, "seen": "Bearer [redacted]"}
+    assert tools["echo"]["body"] == {"echo": "[redacted]"}
+    text = await recorded(engine) + "".join(seen)
+    for secret in [SECRETS["api"], SECRETS["client"], *oauth.valid_access()]:
+        assert secret not in text, "a secret reached the model or a record"

@@ -14,6 +14,7 @@ from agentflow.core.tools import ToolRegistry
 from agentflow.integrations.mcp_client import McpConnector
 from agentflow.knowledge.base import KnowledgeBase
 from agentflow.llm.base import ModelProvider
+from agentflow.nodes.credential_access import CredentialAccess
 from agentflow.nodes.model_access import ModelResolver
 from agentflow.nodes.threads import ToolThreads
 
@@ -36,6 +37,7 @@ class AgentEnv:
         workspace_daily_usd / workspace_daily_tokens: the default daily workspace budget.
         mcp: connects to MCP servers (with the HTTP allow-list) and keeps their tool listings.
         public_url: the API's external base URL, for the links in approval emails.
+        credentials: the workspace credential store, for HTTP tools that name a credential.
     """
 
     pool: asyncpg.Pool
@@ -50,6 +52,7 @@ class AgentEnv:
     workspace_daily_tokens: int = 0
     mcp: McpConnector = field(default_factory=McpConnector)
     public_url: str = "http://127.0.0.1:8000"
+    credentials: CredentialAccess | None = None
     _providers: dict[str | None, tuple[ModelProvider, str]] = field(default_factory=dict)
 
     def model(self, ref: str | None) -> tuple[ModelProvider, str]:

@@ -23,6 +23,8 @@ from agentflow.core.errors import StepFailure
 from agentflow.core.step_context import StepContext
 from agentflow.core.templating import render
 from agentflow.core.tools import ToolRegistry
+from agentflow.integrations.bound_auth import CREDENTIAL_EXTENSION, BoundAuth
+from agentflow.nodes.credential_access import Resolved, scrubbed, scrubbed_failure
 from agentflow.nodes.rendering import call_rendering
 
 MAX_RESULT_CHARS = 16_000
@@ -151,25 +153,64 @@ async def _call_http(ctx: CallContext, tool: HttpTool, arguments: dict[str, Any]
     headers = {k: str(v) for k, v in rendered.items()}
     headers["Idempotency-Key"] = ctx.idempotency_key
     body: dict[str, Any] = {"params": arguments} if tool.method == "GET" else {"json": arguments}
+    options: dict[str, Any] = {"headers": headers, "timeout": tool.timeout.total_seconds(), **body}
+    used: list[Resolved] = []
     try:
-        response = await ctx.env.http.request(
-            tool.method, url, headers=headers, timeout=tool.timeout.total_seconds(), **body
-        )
-    except StepFailure:
-        raise  # the guarded client's own verdicts (destination_blocked, response_too_large, ...)
-    except httpx.TimeoutException:
-        raise StepFailure("http_timeout", f"{tool.name}: {url} did not answer in time") from None
-    except httpx.HTTPError as exc:
-        raise StepFailure("http_failed", f"{tool.name}: {type(exc).__name__}: {exc}") from None
+        response = await _send_http(ctx, tool, url, options, used)
+    except StepFailure as exc:
+        raise scrubbed_failure(exc, used) from None
     if response.status_code == 429 or response.status_code >= 500:
         raise StepFailure("http_failed", f"{tool.name}: {url} answered {response.status_code}")
     try:
         content: Any = response.json()
     except ValueError:
         content = response.text[:MAX_RESULT_CHARS]
-    result = {"status": response.status_code, "body": content}
+    # A server that echoes the credential back must not get it to the model or the record.
+    result = {"status": response.status_code, "body": scrubbed(content, used)}
     if response.status_code >= 400:
         return ToolOutcome(
             result={"error": {"code": "http_error", "message": f"HTTP {response.status_code}"}, **result}
         )
     return ToolOutcome(result=result)
+
+
+async def _send_http(
+    ctx: CallContext, tool: HttpTool, url: str, options: dict[str, Any], used: list[Resolved]
+) -> httpx.Response:
+    """Send, with the tool's credential when it names one (added by the guarded transport on
+    hops to the URL's origin only); after a 401 with an OAuth2 credential, refresh its token
+    once and send once more."""
+    name, access = tool.credential, ctx.env.credentials
+    if name is None:
+        return await _request(ctx, tool, url, options, None)
+    if access is None:
+        raise StepFailure(
+            "credentials_unavailable",
+            f"{tool.name}: this worker was started without access to credentials",
+            retryable=False,
+            solution="Run the workflow on an agentflow worker.",
+        )
+    credential = await access.resolve(ctx.run.workspace_id, name, tool.name)
+    used.append(credential)
+    response = await _request(ctx, tool, url, options, credential)
+    if response.status_code == 401 and credential.refreshable:
+        credential = await access.refreshed(ctx.run.workspace_id, name, tool.name, credential)
+        used.append(credential)
+        response = await _request(ctx, tool, url, options, credential)
+    return response
+
+
+async def _request(
+    ctx: CallContext, tool: HttpTool, url: str, options: dict[str, Any], credential: Resolved | None
+) -> httpx.Response:
+    if credential is not None:
+        bound = BoundAuth.for_url(httpx.URL(url), credential.applied.headers, credential.applied.query)
+        options = {**options, "extensions": {CREDENTIAL_EXTENSION: bound}}
+    try:
+        return await ctx.env.http.request(tool.method, url, **options)
+    except StepFailure:
+        raise  # the guarded client's own verdicts (destination_blocked, response_too_large, ...)
+    except httpx.TimeoutException:
+        raise StepFailure("http_timeout", f"{tool.name}: {url} did not answer in time") from None
+    except httpx.HTTPError as exc:
+        raise StepFailure("http_failed", f"{tool.name}: {type(exc).__name__}: {exc}") from None

@@ -12,6 +12,7 @@ from typing import Any, Literal
 import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from agentflow.core.credentials import NAME_PATTERN as CREDENTIAL_NAME_PATTERN
 from agentflow.core.durations import parse_duration
 
 TOOL_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
@@ -101,6 +102,8 @@ class HttpTool(BaseModel):
         side_effecting: changes the world (default: any method but GET).
         require_approval: a person must approve each call (bound to its exact arguments).
         timeout: how long the call may take.
+        credential: a stored credential (by name) the call carries; its secrets never reach
+            the model or the step's record.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -113,6 +116,7 @@ class HttpTool(BaseModel):
     side_effecting: bool | None = None
     require_approval: bool = False
     timeout: timedelta = timedelta(seconds=30)
+    credential: str | None = Field(default=None, pattern=CREDENTIAL_NAME_PATTERN)
 
     @field_validator("timeout", mode="before")
     @classmethod

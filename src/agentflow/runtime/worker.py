@@ -112,6 +112,11 @@ class Worker:
         self._listeners = LifecycleListeners(db, self._configs)
         self.threads = ToolThreads()
         self.agents: AgentEnv = build_agent_env(db, settings, self._tools, self.threads, model=model)
+        self.agents.credentials = CredentialAccess(
+            db.pool,
+            sealing_key or functools.partial(settings_sealing_key, settings, settings.database_url is None),
+            self.agents.http,
+        )
         self._env = NodeEnv(
             self._tools,
             self.threads,
@@ -120,12 +125,7 @@ class Worker:
             http=self.agents.http,
             mcp=self.agents.mcp,
             code=code_sandbox(settings),
-            credentials=CredentialAccess(
-                db.pool,
-                sealing_key
-                or functools.partial(settings_sealing_key, settings, settings.database_url is None),
-                self.agents.http,
-            ),
+            credentials=self.agents.credentials,
             workflows=WorkflowAccess(db.pool, self._configs.parse),
             public_url=settings.base_url,
             people=PeopleAccess(db.pool),
