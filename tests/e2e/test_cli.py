@@ -77,3 +77,23 @@ def test_apply_start_show_cancel_and_errors(database_url: str, tmp_path: Path) -
     assert bad_json.returncode == 2 and "invalid_json" in bad_json.stderr
     upgraded = run_cli(["db", "upgrade"], env)
     assert upgraded.returncode == 0 and "up to date" in upgraded.stdout
+
+
+def test_people_commands_set_list_and_remove(database_url: str) -> None:
+    env = cli_env(database_url)
+    saved = run_cli(
+        ["people", "set", "lee", "--email", "lee@example.com", "--role", "finance", "--role", "ops"], env
+    )
+    assert saved.returncode == 0, saved.stderr
+    assert "person lee saved: roles finance, ops" in saved.stdout
+    listed = run_cli(["people", "list", "--role", "finance"], env)
+    assert listed.returncode == 0 and "lee@example.com" in listed.stdout
+    bad = run_cli(["people", "set", "Lee!", "--email", "nope"], env)
+    assert bad.returncode != 0 and "person_invalid" in bad.stdout + bad.stderr
+    removed = run_cli(["people", "delete", "lee"], env)
+    again = run_cli(["people", "delete", "lee"], env)
+    assert (
+        removed.returncode == 0
+        and again.returncode != 0
+        and "person_not_found" in again.stdout + again.stderr
+    )

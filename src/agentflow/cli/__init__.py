@@ -17,6 +17,7 @@ from agentflow.cli import (
     keys,
     knowledge,
     nodes,
+    people,
     report,
     runs,
     serve,
@@ -40,6 +41,7 @@ app.add_typer(events.app, name="events")
 app.add_typer(tasks.app, name="tasks")
 app.add_typer(knowledge.app, name="knowledge")
 app.add_typer(accounts.app, name="accounts")
+app.add_typer(people.app, name="people")
 app.add_typer(approvals.app, name="approvals")
 app.add_typer(approvals.budget_app, name="budget")
 app.add_typer(keys.app, name="keys")
