@@ -6,6 +6,7 @@ from typing import Literal
 
 from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
+from starlette.routing import Route
 
 import agentflow
 from agentflow.api import (
@@ -36,6 +37,7 @@ from agentflow.api.browser_guard import BrowserGuard, HttpPolicy
 from agentflow.api.deps import WORKSPACE_HEADER
 from agentflow.api.guards import BODY_TIMEOUT_SECONDS, MAX_BODY_BYTES, BodyGuard, CatchAll
 from agentflow.api.hosts import is_loopback
+from agentflow.api.mcp_server import mcp_app
 from agentflow.engine import Engine
 
 DESCRIPTION = """\
@@ -107,6 +109,8 @@ def create_app(
     for module in routers:
         app.include_router(module.router)
     console.install(app)
+    # MCP over streamable HTTP (a plain route: no lifespan to run, and /mcp itself, not /mcp/).
+    app.router.routes.append(Route("/mcp", mcp_app(engine, auth, policy=policy)))
     # Middleware added last runs first: CatchAll, BrowserGuard, (CORS), BodyGuard, the routes.
     app.add_middleware(BodyGuard, max_bytes=max_body_bytes, timeout=body_timeout)
     if policy.cors_origins:
