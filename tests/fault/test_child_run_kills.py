@@ -2,7 +2,7 @@
 and the parent resumes once (issue 13, ``run_workflow``).
 
 R1's chaos (two worker processes, each generation armed with a failpoint, the test's own
-random kills) runs one parent: a ``for_each`` over 100 items whose body is a ``run_workflow``
+kills: every worker as the 10th, 40th and 70th child calls out, then at random) runs one parent: a ``for_each`` over 100 items whose body is a ``run_workflow``
 of a second workflow (a keyed outside call and a task row written in the checkpoint). Each
 item waits durably for its child; the children's ends wake the items, the items' ends wake the
 parent. An independent count then checks: the parent completed with 100 results and its join
@@ -29,12 +29,16 @@ import pytest
 
 from agentflow.engine import Engine
 from tests.fault.checks import print_verdict
+from tests.fault.test_graph_kills import after_keyed_calls
 from tests.fault.test_r1_kills import chaos_report, run_chaos
 from tests.support.recording_server import RecordingServer
 
 pytestmark = pytest.mark.fault
 
 CHILDREN = 100
+KILLS = (after_keyed_calls(10), after_keyed_calls(40), after_keyed_calls(70))
+"""Every worker is killed as the 10th, 40th and 70th child makes its keyed call: the whole run
+takes a few seconds on an idle machine, before the random kills would begin."""
 KID_NODES = ("keyed", "task", "done")
 
 
@@ -165,7 +169,7 @@ async def test_a_hundred_children_under_kills_start_once_each_and_the_parent_res
     await engine.publish_workflow(parent_flow("family", "kid"))
     chaos = await run_chaos(
         engine, recorder, log_dir, flow="family", runs=1, seed=seed, start_rate=1.0, deadline=240.0,
-        require_coverage=False,
+        require_coverage=False, targeted_kills=KILLS,
     )  # fmt: skip
     verdict = await count(engine.db.pool, chaos.run_ids[0], "kid", recorder)
     verdict.update(chaos_report(chaos), test_kills=chaos.test_kills)

@@ -49,8 +49,9 @@ FLOW = {
 # Operations whose input the engine validates beyond what JSON Schema can state: free-form
 # JSON (payloads, event data, attributes, metadata) must fit PostgreSQL (64-bit integers, no
 # NUL: 400 `number_out_of_range`, `unstorable_text`), and configs, payloads, events, documents,
-# queries, report periods, answers to requests and credentials (a token URL that does not parse, a
-# header the HTTP client owns) have meaning (422 `config_invalid`, `payload_invalid`,
+# queries, report periods, answers to requests (through the API, a link or seed 001's resume),
+# people (handles, roles) and credentials (a token URL that does not parse, a header the HTTP
+# client owns) have meaning (422 `config_invalid`, `payload_invalid`,
 # `event_invalid`, `knowledge_invalid`, `knowledge_query_invalid`, `account_query_invalid`,
 # `report_period_invalid`...). For these, a schema-valid request may get those documented
 # answers; every other check, and every other operation, keeps schemathesis's defaults.
@@ -74,6 +75,10 @@ SEMANTIC: dict[str, list[int]] = {
     "POST /api/public/trigger/{public_api_key}/{workflow_id}": [400, 422],
     "POST /api/credentials": [422],
     "PUT /api/credentials/{name}": [422],
+    "POST /api/public/requests/{request_id}/respond": [400, 422],
+    "PUT /api/people/{handle}": [422],
+    "POST /v2/workflows/{workflow_id}/execute": [400, 422],
+    "POST /v2/executions/{execution_id}/resume": [400, 422],
 }
 COVERED_ELSEWHERE = ["POST /api/credentials", "PUT /api/credentials/{name}"]
 """Operations left out of the coverage phase, to keep the run within its time: the bodies of

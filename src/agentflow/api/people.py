@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentflow.api.deps import EngineDep, WorkspaceDep
 from agentflow.api.schemas import ERROR_RESPONSES
+from agentflow.core.people import MAX_ROLES, ROLE
 
 router = APIRouter(prefix="/api/people", tags=["requests"], responses={**ERROR_RESPONSES})
 
@@ -38,9 +39,14 @@ class PersonList(BaseModel):
 
 _PERSON_SCHEMA: dict[str, Any] = {
     "properties": {
-        "name": {"type": ["string", "null"], "maxLength": 200},
-        "email": {"type": ["string", "null"], "maxLength": 320},
-        "roles": {"type": "array", "items": {"type": "string", "maxLength": 64}, "maxItems": 20},
+        "name": {"type": ["string", "null"], "minLength": 1, "maxLength": 200},
+        "email": {"type": ["string", "null"], "maxLength": 320, "format": "email"},
+        "roles": {
+            "type": "array",
+            "items": {"type": "string", "pattern": ROLE.pattern},
+            "maxItems": MAX_ROLES,
+            "uniqueItems": True,
+        },
     },
     "additionalProperties": False,
 }

@@ -15,6 +15,7 @@ from agentflow.api.deps import EngineDep, WorkspaceDep, version_ref, workflow_re
 from agentflow.api.errors import ApiError
 from agentflow.api.schemas import (
     ERROR_RESPONSES,
+    MAX_VERSION,
     Published,
     Version,
     Workflow,
@@ -177,7 +178,7 @@ class Rollback(BaseModel):
     """Publish an older version's config as the newest version."""
 
     model_config = ConfigDict(extra="forbid")
-    version: int = Field(ge=1, description="The version whose config to publish again.")
+    version: int = Field(ge=1, le=MAX_VERSION, description="The version whose config to publish again.")
 
 
 @router.get("/{workflow_id}/versions", response_model=VersionList, summary="List a workflow's versions")
