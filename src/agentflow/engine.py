@@ -47,6 +47,7 @@ from agentflow.knowledge import KnowledgeBase
 from agentflow.knowledge.embedding import configured_embedder
 from agentflow.llm.base import ModelProvider
 from agentflow.nodes.workflow_access import refuse_unknown_children
+from agentflow.oauth2_consents import Consents
 from agentflow.people import Directory
 from agentflow.reports import Reports
 from agentflow.runtime import metrics
@@ -86,6 +87,7 @@ class Engine:
         self._sealing_key = functools.partial(sealing_key, settings, embedded is not None)
         self.webhooks = Webhooks(db, self._configs, self._sealing_key)
         self.credentials = Credentials(db, self._sealing_key, settings.http_allow_list)
+        self.consents = Consents(db, self.credentials, self._sealing_key, settings.base_url)
 
     @classmethod
     @asynccontextmanager

@@ -13,9 +13,12 @@ import logging
 import os
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
+import httpx
 import pytest
 
+from agentflow.api.app import create_app
 from agentflow.core.chat import Message, ModelRequest
 from agentflow.core.credentials import sealed_with
 from agentflow.core.errors import StepFailure
@@ -26,10 +29,12 @@ from agentflow.engine import Engine
 from agentflow.integrations.guarded_http import guarded_client
 from agentflow.llm.scripted import ScriptedProvider
 from agentflow.nodes.credential_access import CredentialAccess
+from agentflow.oauth2_consents import challenge
 from agentflow.runtime.worker import Worker
 from agentflow.settings import sealing_key
 from tests.conftest import make_settings
 from tests.support.agents import calls, running_worker
+from tests.support.http_server import serve
 from tests.support.oauth2_server import OAuth2Server
 from tests.support.scripted_http import ScriptedServer, json_reply
 from tests.support.target_server import Reply
@@ -422,3 +427,52 @@ async def test_an_agents_http_tool_carries_its_credential_and_the_model_never_se
     text = await recorded(engine) + "".join(seen)
     for secret in [SECRETS["api"], SECRETS["client"], *oauth.valid_access()]:
         assert secret not in text, "a secret reached the model or a record"
+
+
+async def test_a_consent_url_and_its_callback_connect_an_authorization_code_credential(
+    engine: Engine, worker: Worker, oauth: OAuth2Server
+) -> None:
+    spec = {"kind": "oauth2_authorization_code", "token_url": oauth.token_url, "client_id": oauth.client_id,
+            "client_secret": SECRETS["client"], "scopes": ["crm.read", "crm.write"],
+            "authorize_url": f"{oauth.url}/authorize"}  # fmt: skip
+    await engine.credentials.create("crm-user", spec)
+    async with serve(create_app(engine)) as base, httpx.AsyncClient(base_url=base) as api:
+        started = await api.post("/api/credentials/crm-user/oauth2/authorize", json={})
+        assert started.status_code == 200, started.text
+        url = urlsplit(started.json()["authorize_url"])
+        asked = dict(parse_qsl(url.query))
+        # The person consents at the provider, which redirects back with a code and the state.
+        code = oauth.issue_code()
+        forged = await api.get("/api/public/oauth2/callback", params={"code": code, "state": "forged"})
+        back = await api.get("/api/public/oauth2/callback", params={"code": code, "state": asked["state"]})
+        again = await api.get("/api/public/oauth2/callback", params={"code": code, "state": asked["state"]})
+        refused = await api.get("/api/public/oauth2/callback", params={"error": "access_denied"})
+        plain = await api.post("/api/credentials/key/oauth2/authorize", json={})
+        await engine.credentials.create("static", {"kind": "bearer", "token": SECRETS["bearer"]})
+        no_page = {k: v for k, v in spec.items() if k != "authorize_url"}
+        await engine.credentials.create("no-page", no_page)
+        wrong_kind = await api.post("/api/credentials/static/oauth2/authorize", json={})
+        missing_page = await api.post("/api/credentials/no-page/oauth2/authorize", json={})
+    assert f"{url.scheme}://{url.netloc}{url.path}" == f"{oauth.url}/authorize"
+    assert (asked["response_type"], asked["client_id"], asked["scope"]) == (
+        "code",
+        oauth.client_id,
+        "crm.read crm.write",
+    )
+    assert asked["redirect_uri"] == "http://127.0.0.1:8000/api/public/oauth2/callback"
+    assert asked["code_challenge_method"] == "S256"
+    assert forged.status_code == 401 and "consent_invalid" in forged.text
+    assert back.status_code == 200 and "crm-user is connected" in back.text, back.text
+    assert again.status_code == 401, "a state is used once"
+    assert refused.status_code == 400 and "access_denied" in refused.text
+    assert plain.status_code == 404
+    assert wrong_kind.status_code == 409 and wrong_kind.json()["error"]["code"] == "credential_kind_mismatch"
+    assert missing_page.status_code == 422 and missing_page.json()["error"]["code"] == "authorize_url_missing"
+    # PKCE: the token request carried the verifier whose S256 is the challenge the provider saw.
+    exchange = next(f for f in oauth.forms if f.get("grant_type") == "authorization_code")
+    assert challenge(exchange["code_verifier"]) == asked["code_challenge"]
+    assert exchange["redirect_uri"] == asked["redirect_uri"]
+    stored = await engine.credentials.get("crm-user")
+    assert {"access_token", "refresh_token"} <= set(stored.secret_fields)
+    done = await run_flow(engine, "uses-consent", call("contacts", f"{oauth.url}/api/contacts", "crm-user"))
+    assert done.status == "completed", done.error

@@ -70,6 +70,9 @@ DECLARED_COLUMNS = {
         "id", "workspace_id", "name", "kind", "metadata", "secret", "secret_fields", "token_expires_at", "version",
         "refresh_owner", "refresh_until", "created_at", "updated_at",
     },
+    "oauth2_consents": {
+        "state_hash", "workspace_id", "credential_name", "redirect_uri", "verifier", "expires_at", "created_at",
+    },
     "workspace_usage": {
         "workspace_id", "day", "input_tokens", "output_tokens", "cached_input_tokens", "usd_cost", "model_calls",
     },

@@ -215,3 +215,43 @@ async def oauth2_callback(
         workspace_id=workspace,
     )  # fmt: skip
     return _shown(record)
+
+
+class ConsentStart(BaseModel):
+    """Start a consent: where the provider sends the person back."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    redirect_uri: str | None = Field(
+        default=None,
+        max_length=2000,
+        pattern="^[hH][tT][tT][pP][sS]?://[\\x21-\\x7e]+$",
+        description="Default: this server's /api/public/oauth2/callback (register it at the provider).",
+    )
+
+
+class ConsentOut(BaseModel):
+    """Where to send the person to consent, and until when the consent may come back."""
+
+    authorize_url: str = Field(description="The provider's consent page, with state and PKCE challenge.")
+    redirect_uri: str
+    expires_at: datetime
+
+
+@router.post(
+    "/{name}/oauth2/authorize",
+    response_model=ConsentOut,
+    summary="Start an OAuth2 consent (a 'connect' link)",
+    responses={**conflict("`credential_kind_mismatch`, " + _KEY_MISSING)},
+)
+async def oauth2_authorize(
+    name: str, body: ConsentStart, engine: EngineDep, workspace: WorkspaceDep
+) -> ConsentOut:
+    """The URL of the provider's consent page for this authorization-code credential (its
+    ``authorize_url`` with client id, scopes, redirect URI, a single-use state and a PKCE S256
+    challenge). The provider sends the person back to the redirect URI, which stores the tokens;
+    the consent lasts ten minutes. 422 ``authorize_url_missing``."""
+    consent = await engine.consents.start(_name(name), redirect_uri=body.redirect_uri, workspace_id=workspace)
+    return ConsentOut(
+        authorize_url=consent.authorize_url, redirect_uri=consent.redirect_uri, expires_at=consent.expires_at
+    )

@@ -217,6 +217,9 @@ class OAuth2AuthorizationCodeSpec(_OAuth2Spec):
 
     secret_names: ClassVar[tuple[str, ...]] = ("client_secret", "access_token", "refresh_token")
     kind: Literal["oauth2_authorization_code"]
+    authorize_url: TokenUrl | None = Field(
+        default=None, description="The provider's consent page (for agentflow's consent URLs)."
+    )
     client_secret: Secret | None = None
     access_token: Secret | None = Field(default=None, description="An access token already obtained.")
     refresh_token: Secret | None = Field(default=None, description="Its refresh token, if any.")

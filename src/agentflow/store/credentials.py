@@ -200,3 +200,33 @@ async def replace_secret(
         credential_id, seen, secret, expires_in, secret_fields,
     )  # fmt: skip
     return _record(row) if row else None
+
+
+async def add_consent(
+    pool: asyncpg.Pool,
+    workspace_id: UUID,
+    state_hash: str,
+    name: str,
+    redirect_uri: str,
+    verifier: bytes,
+    seconds: float,
+) -> Any:
+    """Keep a consent in flight for ``seconds`` (database clock); returns when it expires.
+    Expired ones are removed on the way."""
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute("DELETE FROM oauth2_consents WHERE expires_at <= now()")
+        return await conn.fetchval(
+            "INSERT INTO oauth2_consents (state_hash, workspace_id, credential_name, redirect_uri,"
+            " verifier, expires_at) VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6))"
+            " RETURNING expires_at",
+            state_hash, workspace_id, name, redirect_uri, verifier, seconds,
+        )  # fmt: skip
+
+
+async def take_consent(pool: asyncpg.Pool, state_hash: str) -> dict[str, Any] | None:
+    """The consent of a state, once: removed as it is read; None when unknown or expired."""
+    row = await pool.fetchrow(
+        "DELETE FROM oauth2_consents WHERE state_hash = $1 RETURNING *, expires_at > now() AS live",
+        state_hash,
+    )
+    return dict(row) if row is not None and row["live"] else None
