@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 
 import typer
 
@@ -26,6 +27,7 @@ from agentflow.cli import (
     worker,
     workflows,
 )
+from agentflow.runtime.log_context import configure_logging
 
 app = typer.Typer(
     name="agentflow",
@@ -58,10 +60,9 @@ app.command("report")(report.report)
 def _root(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log at INFO level."),
 ) -> None:
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    # AGENTFLOW_LOG_FORMAT=json: one JSON object a line, naming the run each line is about.
+    fmt = "json" if os.environ.get("AGENTFLOW_LOG_FORMAT", "text").strip().lower() == "json" else "text"
+    configure_logging(logging.INFO if verbose else logging.WARNING, fmt)
 
 
 def main() -> None:

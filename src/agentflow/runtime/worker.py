@@ -35,7 +35,7 @@ from agentflow.nodes.credential_access import CredentialAccess
 from agentflow.nodes.people_access import PeopleAccess
 from agentflow.nodes.threads import ToolThreads
 from agentflow.nodes.workflow_access import WorkflowAccess
-from agentflow.runtime import agent_step, metrics, step
+from agentflow.runtime import agent_step, log_context, metrics, step
 from agentflow.runtime.agent_setup import build_agent_env, node_models
 from agentflow.runtime.branches import BranchDriver
 from agentflow.runtime.companions import Companion, keep_running
@@ -265,6 +265,7 @@ class Worker:
 
     async def _drive(self, run: RunRecord, held: _Held, inbox_seq: int) -> None:
         token = run.fencing_token
+        log_context.bind_run(run)
         try:
             config = await self._configs.for_run(run)
             agent = isinstance(config, AgentConfig)
@@ -290,6 +291,7 @@ class Worker:
                     # A loop wake: count its items (not before the steps of other branches).
                     cursor = replace(cursor, loops=await self._count_loops(run, cursor))
                 failpoint("before_step")
+                log_context.bind_step(cursor.step_seq)
                 running = asyncio.ensure_future(
                     agent_step.execute(config, run, cursor, self.agents, token)
                     if isinstance(config, AgentConfig)
