@@ -24,7 +24,7 @@ from uuid import UUID, uuid4
 from agentflow.core.credentials import CredentialRecord, CredentialSpec, check_name, parse_spec, sealed_with
 from agentflow.core.errors import AgentflowError, ConflictError, NotFoundError, StepFailure
 from agentflow.core.ids import DEFAULT_WORKSPACE
-from agentflow.core.sealing import SealBroken, seal, unseal
+from agentflow.core.sealing import SealBroken, seal, unseal_any
 from agentflow.integrations import oauth2
 from agentflow.integrations.guarded_http import guarded_client
 from agentflow.store import credentials as store
@@ -51,14 +51,20 @@ class Credentials:
         sealing_key: returns the key secrets are sealed with (``settings.sealing_key``).
         http_allow: allow-list entries for the token requests of ``authorize``
             (``settings.http_allow_list``).
+        previous_keys: keys secrets may still be sealed with (a rotation under way).
     """
 
     def __init__(
-        self, db: Database, sealing_key: Callable[[], bytes], http_allow: Sequence[str] = ()
+        self,
+        db: Database,
+        sealing_key: Callable[[], bytes],
+        http_allow: Sequence[str] = (),
+        previous_keys: Sequence[bytes] = (),
     ) -> None:
         self.db = db
         self._sealing_key = sealing_key
         self._allow = tuple(http_allow)
+        self._previous = tuple(previous_keys)
 
     async def create(
         self, name: str, spec: CredentialSpec | dict[str, Any], *, workspace_id: UUID = DEFAULT_WORKSPACE
@@ -199,7 +205,8 @@ class Credentials:
 
     def _open(self, workspace_id: UUID, row: store.SealedRow) -> dict[str, str]:
         try:
-            document = unseal(self._sealing_key(), row.secret, sealed_with(workspace_id, row.name))
+            keys = (self._sealing_key(), *self._previous)
+            document = unseal_any(keys, row.secret, sealed_with(workspace_id, row.name))
         except SealBroken:
             raise ConflictError(
                 "credential_unreadable",

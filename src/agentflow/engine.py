@@ -54,7 +54,7 @@ from agentflow.runtime import metrics
 from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.gatekeeper import EventGate
 from agentflow.runtime.worker import Worker
-from agentflow.settings import Settings, sealing_key
+from agentflow.settings import Settings, previous_sealing_keys, sealing_key
 from agentflow.store import migrate, reads, run_search, runs, workflows
 from agentflow.store.database import Database
 from agentflow.store.embedded import EmbeddedServer
@@ -85,9 +85,10 @@ class Engine:
         self.governance = Governance(db, self._configs)
         self.requests = HumanRequests(db, self.governance.decide)
         self._sealing_key = functools.partial(sealing_key, settings, embedded is not None)
-        self.webhooks = Webhooks(db, self._configs, self._sealing_key)
-        self.credentials = Credentials(db, self._sealing_key, settings.http_allow_list)
-        self.consents = Consents(db, self.credentials, self._sealing_key, settings.base_url)
+        previous = previous_sealing_keys(settings)
+        self.webhooks = Webhooks(db, self._configs, self._sealing_key, previous)
+        self.credentials = Credentials(db, self._sealing_key, settings.http_allow_list, previous)
+        self.consents = Consents(db, self.credentials, self._sealing_key, settings.base_url, previous)
 
     @classmethod
     @asynccontextmanager
@@ -161,6 +162,14 @@ class Engine:
             digest=content_hash(document), draft=draft, enabled=enabled,
             scheduled=parsed.schedule is not None,
         )  # fmt: skip
+
+    def sealing_keys(self) -> tuple[bytes, tuple[bytes, ...]]:
+        """The key secrets are sealed with now, and those they may still be sealed with.
+
+        Raises:
+            ConflictError: ``secret_key_missing`` (an external database without a key).
+        """
+        return self._sealing_key(), previous_sealing_keys(self.settings)
 
     async def get_workflow(
         self, ref: UUID | str, *, workspace_id: UUID = DEFAULT_WORKSPACE

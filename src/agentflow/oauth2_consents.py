@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import urlencode
@@ -23,7 +23,7 @@ from agentflow.core.credentials import CredentialRecord
 from agentflow.core.errors import AuthError, ConfigError, ConflictError
 from agentflow.core.ids import DEFAULT_WORKSPACE
 from agentflow.core.link_tokens import new_token, token_hash
-from agentflow.core.sealing import seal, unseal
+from agentflow.core.sealing import seal, unseal_any
 from agentflow.credentials import Credentials
 from agentflow.store import credentials as store
 from agentflow.store.database import Database
@@ -49,15 +49,22 @@ class Consents:
         credentials: the credential store (``finish`` exchanges the code through it).
         sealing_key: returns the key the PKCE verifier is sealed with.
         base_url: the API's external base URL (the default redirect URI is under it).
+        previous_keys: keys verifiers may still be sealed with (a rotation under way).
     """
 
     def __init__(
-        self, db: Database, credentials: Credentials, sealing_key: Callable[[], bytes], base_url: str
+        self,
+        db: Database,
+        credentials: Credentials,
+        sealing_key: Callable[[], bytes],
+        base_url: str,
+        previous_keys: Sequence[bytes] = (),
     ) -> None:
         self.db = db
         self._credentials = credentials
         self._sealing_key = sealing_key
         self._base_url = base_url
+        self._previous = tuple(previous_keys)
 
     async def start(
         self, name: str, *, redirect_uri: str | None = None, workspace_id: UUID = DEFAULT_WORKSPACE
@@ -85,7 +92,7 @@ class Consents:
             )
         redirect = redirect_uri or f"{self._base_url}{CALLBACK_PATH}"
         state, verifier = new_token(), secrets.token_urlsafe(48)
-        sealed = seal(self._sealing_key(), verifier.encode(), _bound(workspace_id, name))
+        sealed = seal(self._sealing_key(), verifier.encode(), consent_bound(workspace_id, name))
         expires = await store.add_consent(
             self.db.pool, workspace_id, token_hash(state), name, redirect, sealed, CONSENT_SECONDS
         )
@@ -117,7 +124,8 @@ class Consents:
                 solution="Start the consent again (POST /api/credentials/{name}/oauth2/authorize).",
             )
         workspace, name = found["workspace_id"], found["credential_name"]
-        verifier = unseal(self._sealing_key(), found["verifier"], _bound(workspace, name)).decode()
+        keys = (self._sealing_key(), *self._previous)
+        verifier = unseal_any(keys, found["verifier"], consent_bound(workspace, name)).decode()
         return await self._credentials.authorize(
             name, code, redirect_uri=found["redirect_uri"], code_verifier=verifier, workspace_id=workspace
         )
@@ -129,6 +137,6 @@ def challenge(verifier: str) -> str:
     return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
-def _bound(workspace_id: UUID, name: str) -> bytes:
+def consent_bound(workspace_id: UUID, name: str) -> bytes:
     """What a sealed verifier is bound to (its workspace and credential), so it opens nowhere else."""
     return f"oauth2-consent:{workspace_id}:{name}".encode()

@@ -51,6 +51,8 @@ class Settings(BaseSettings):
             proxy relayed is served only when the proxy is listed and its client is local.
         lifecycle_events: publish ``run.started``, ``run.completed``, ``run.failed``,
             ``step.failed`` and ``request.created`` to the event log with each change.
+        secret_key_previous: the key secrets were sealed with before ``secret_key``: read with
+            it while ``agentflow credentials rotate-key`` seals them again with the new one.
         slack_signing_secret: the Slack app's signing secret: Slack's interaction callbacks
             (buttons on requests) are verified with it; without it they are refused.
         secret_key: 32 random bytes in base64 that encrypt secrets at rest (webhook signing
@@ -110,6 +112,7 @@ class Settings(BaseSettings):
     cors_origins: str = ""
     trusted_proxies: str = ""
     secret_key: SecretStr | None = None
+    secret_key_previous: SecretStr | None = None
     slack_signing_secret: SecretStr | None = None
     lifecycle_events: bool = True
     public_url: str | None = None
@@ -164,6 +167,17 @@ class Settings(BaseSettings):
     def trusted_proxies_list(self) -> list[str]:
         """``trusted_proxies`` split into entries."""
         return [m.strip() for m in self.trusted_proxies.split(",") if m.strip()]
+
+
+def previous_sealing_keys(settings: Settings) -> tuple[bytes, ...]:
+    """The keys secrets may still be sealed with during a rotation (``secret_key_previous``).
+
+    Raises:
+        ConfigError: the key is not 32 bytes in base64.
+    """
+    if settings.secret_key_previous is None:
+        return ()
+    return (parse_sealing_key(settings.secret_key_previous.get_secret_value()),)
 
 
 def sealing_key(settings: Settings, embedded: bool) -> bytes:

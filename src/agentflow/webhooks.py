@@ -16,7 +16,7 @@ from __future__ import annotations
 import base64
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -30,7 +30,7 @@ from agentflow.core.events import EventIn
 from agentflow.core.ids import uuid7
 from agentflow.core.payload_format import payload_errors
 from agentflow.core.records import VersionRecord
-from agentflow.core.sealing import SealBroken, seal, unseal
+from agentflow.core.sealing import SealBroken, seal, unseal_any
 from agentflow.runtime.admission import Config, Decision, admit, record
 from agentflow.runtime.configs import ConfigCache
 from agentflow.store import access, dispatch, events, workflows
@@ -66,10 +66,18 @@ class Fired:
 class Webhooks:
     """Fire workflows from HTTP calls; manage their signing secrets."""
 
-    def __init__(self, db: Database, configs: ConfigCache, sealing_key: Callable[[], bytes]) -> None:
+    def __init__(
+        self,
+        db: Database,
+        configs: ConfigCache,
+        sealing_key: Callable[[], bytes],
+        previous_keys: Sequence[bytes] = (),
+    ) -> None:
+        """``previous_keys``: keys signing secrets may still be sealed with (a rotation under way)."""
         self.db = db
         self._configs = configs
         self._sealing_key = sealing_key
+        self._previous = tuple(previous_keys)
 
     async def target(self, workflow: UUID | str, *, workspace_id: UUID) -> VersionRecord:
         """The latest version of a live workflow that a call may start.
@@ -181,7 +189,7 @@ class Webhooks:
         """Give the workflow a new signing secret (``whsec_...``, shown once); from now on its
         public trigger requires Standard Webhooks signatures made with it."""
         secret = "whsec_" + _b64(os.urandom(24))
-        sealed = seal(self._sealing_key(), secret.encode(), _bound(workspace_id, workflow_id))
+        sealed = seal(self._sealing_key(), secret.encode(), secret_bound(workspace_id, workflow_id))
         await access.put_secret(self.db.pool, workspace_id, workflow_id, sealed)
         return secret
 
@@ -218,7 +226,8 @@ class Webhooks:
                 solution="Sign the request with the workflow's webhook secret (see docs/webhooks.md).",
             )
         try:
-            secret = unseal(self._sealing_key(), sealed, _bound(workspace_id, workflow_id)).decode()
+            keys = (self._sealing_key(), *self._previous)
+            secret = unseal_any(keys, sealed, secret_bound(workspace_id, workflow_id)).decode()
         except SealBroken:
             raise ConflictError(
                 "secret_unreadable",
@@ -239,7 +248,8 @@ class Webhooks:
         return str(present["webhook-id"])
 
 
-def _bound(workspace_id: UUID, workflow_id: UUID) -> bytes:
+def secret_bound(workspace_id: UUID, workflow_id: UUID) -> bytes:
+    """What a workflow's signing secret is sealed with (its row), so it opens nowhere else."""
     return f"webhook_secret:{workspace_id}:{workflow_id}".encode()
 
 

@@ -17,6 +17,7 @@ from agentflow.cli.common import console, err_console, run_with_engine
 from agentflow.core import safe_yaml
 from agentflow.core.credentials import CredentialRecord
 from agentflow.engine import Engine
+from agentflow.key_rotation import reseal_secrets
 
 app = typer.Typer(help="List, show, set and delete credentials (named secrets).", no_args_is_help=True)
 
@@ -93,3 +94,20 @@ def _print(c: CredentialRecord) -> None:
     console.print(f"  secret fields: {', '.join(c.secret_fields) or '-'} (never shown)", highlight=False)
     if c.token_expires_at is not None:
         console.print(f"  token expires: {c.token_expires_at:%Y-%m-%d %H:%M:%S %Z}", highlight=False)
+
+
+@app.command("rotate-key")
+def rotate_key() -> None:
+    """Seal every stored secret again with AGENTFLOW_SECRET_KEY (the old key in
+    AGENTFLOW_SECRET_KEY_PREVIOUS): credentials, webhook signing secrets, consents in flight."""
+
+    async def go(engine: Engine) -> None:
+        current, previous = engine.sealing_keys()
+        done = await reseal_secrets(engine.db, current, previous)
+        for kind, count in done.resealed.items():
+            console.print(f"{kind}: {count} sealed again, {done.current[kind]} already with this key")
+        if done.unreadable:
+            err_console.print(f"unreadable with either key, left as they are: {', '.join(done.unreadable)}")
+            raise typer.Exit(1)
+
+    run_with_engine(go)

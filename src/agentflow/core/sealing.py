@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+from collections.abc import Sequence
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -51,6 +52,21 @@ def seal(key: bytes, plaintext: bytes, associated: bytes) -> bytes:
     """Encrypt and authenticate ``plaintext`` bound to ``associated``."""
     nonce = os.urandom(12)
     return nonce + AESGCM(key).encrypt(nonce, plaintext, associated)
+
+
+def unseal_any(keys: Sequence[bytes], sealed: bytes, associated: bytes) -> bytes:
+    """Decrypt a sealed value with the first of ``keys`` that opens it (the current key, then
+    the previous ones while a key rotation is under way).
+
+    Raises:
+        SealBroken: none of the keys opens it.
+    """
+    for key in keys[:-1]:
+        try:
+            return unseal(key, sealed, associated)
+        except SealBroken:
+            continue
+    return unseal(keys[-1], sealed, associated)
 
 
 def unseal(key: bytes, sealed: bytes, associated: bytes) -> bytes:

@@ -31,7 +31,7 @@ import httpx
 
 from agentflow.core.credentials import OAUTH2_KINDS, Applied, apply, scrub, sealed_with
 from agentflow.core.errors import AgentflowError, StepFailure
-from agentflow.core.sealing import SealBroken, seal, unseal
+from agentflow.core.sealing import SealBroken, seal, unseal_any
 from agentflow.integrations import oauth2
 from agentflow.store import credentials as store
 
@@ -74,6 +74,7 @@ class CredentialAccess:
         poll: seconds between looks at a credential another worker is refreshing.
         wait: the most seconds a step waits for another worker's refresh (default: the claim
             lapses and this step's own token request ends, ``claim_ttl + oauth2.TOKEN_TIMEOUT``).
+        previous_keys: keys secrets may still be sealed with (a rotation under way).
     """
 
     def __init__(
@@ -86,9 +87,11 @@ class CredentialAccess:
         claim_ttl: float = CLAIM_TTL,
         poll: float = 0.05,
         wait: float | None = None,
+        previous_keys: Sequence[bytes] = (),
     ) -> None:
         self._pool = pool
         self._sealing_key = sealing_key
+        self._previous = tuple(previous_keys)
         self._http = http
         self._margin = refresh_margin
         self._claim_ttl = claim_ttl
@@ -195,7 +198,8 @@ class CredentialAccess:
 
     def _open(self, workspace_id: UUID, row: store.SealedRow, node: str) -> dict[str, str]:
         try:
-            document = unseal(self._key(node), row.secret, sealed_with(workspace_id, row.name))
+            keys = (self._key(node), *self._previous)
+            document = unseal_any(keys, row.secret, sealed_with(workspace_id, row.name))
         except SealBroken:
             raise StepFailure(
                 "credential_unreadable",

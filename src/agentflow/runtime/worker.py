@@ -46,7 +46,7 @@ from agentflow.runtime.gatekeeper import EventGate, Gatekeeper
 from agentflow.runtime.lifecycle_listeners import LifecycleListeners
 from agentflow.runtime.notifier import Notifier
 from agentflow.runtime.scheduler import Scheduler
-from agentflow.settings import Settings
+from agentflow.settings import Settings, previous_sealing_keys
 from agentflow.settings import sealing_key as settings_sealing_key
 from agentflow.store import inbox, loops, reads, runs
 from agentflow.store.database import TRANSACTION_CONFLICTS, UNAVAILABLE_ERRORS, Database, unavailable
@@ -116,6 +116,7 @@ class Worker:
             db.pool,
             sealing_key or functools.partial(settings_sealing_key, settings, settings.database_url is None),
             self.agents.http,
+            previous_keys=previous_sealing_keys(settings),
         )
         self._env = NodeEnv(
             self._tools,
