@@ -6,6 +6,8 @@ and each call is its own step; ``mcp_tool`` nodes call one tool; failures carry 
 
 from __future__ import annotations
 
+import base64
+import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -33,6 +35,9 @@ from tests.support.mcp_server import COMMAND, serve_http
 SRV = {"name": "srv", "command": COMMAND, "timeout": "20s"}
 ONCE = {"max_attempts": 1}
 TWICE = {"max_attempts": 2, "initial_delay": "100ms", "jitter": 0}
+
+
+SECRET_KEY = base64.b64encode(os.urandom(32)).decode()
 
 
 @pytest.fixture
@@ -294,3 +299,28 @@ async def test_a_command_that_is_not_an_mcp_server_is_unavailable_with_its_last_
     assert (failure.info.code, failure.retryable) == ("mcp_unavailable", True)
     assert "closed the connection before answering" in failure.info.message
     assert failure.info.details["stderr"] == "missing API_KEY" and "missing API_KEY" in failure.info.message
+
+
+async def test_a_stored_credential_reaches_the_server_and_never_the_record(database_url: str) -> None:
+    key = "MCP-KEY-" + "9" * 20
+    settings = make_settings(database_url, http_allow="127.0.0.1", secret_key=SECRET_KEY)
+    eng = await Engine.connect(settings, migrate_schema=False)
+    try:
+        await eng.credentials.create("mcp-key", {"kind": "api_key", "key": key, "parameter": "X-MCP-Key"})
+        async with serve_http(required={"X-MCP-Key": key}) as url:
+            with_key = graph(
+                "mcp-with-key", mcp_tool("echo", {"text": "hello"}, server="web"),
+                mcp_servers=[{"name": "web", "url": url, "credential": "mcp-key"}],
+            )  # fmt: skip
+            without = graph("mcp-without-key", mcp_tool("echo", {"text": "x"}, server="web"),
+                            mcp_servers=[{"name": "web", "url": url}])  # fmt: skip
+            done = await run_to_end(eng, with_key)
+            refused = await run_to_end(eng, without)
+        text = "\n".join(row["t"] for row in await eng.db.pool.fetch("SELECT s::text AS t FROM run_steps s"))
+        echoed = [s.output for s in await eng.list_steps(done.id) if s.status == "completed"]
+    finally:
+        await eng.close()
+    assert done.status == "completed", done.error
+    assert echoed and echoed[0]["text"] == "hello", "the call went through with the key"
+    assert refused.status == "failed", "the server refuses a call without the key"
+    assert key not in text, "the key is in no step's record"

@@ -15,6 +15,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -61,16 +62,20 @@ def build() -> MCPServer:
 
 
 @asynccontextmanager
-async def serve_http() -> AsyncIterator[str]:
+async def serve_http(required: dict[str, str] | None = None) -> AsyncIterator[str]:
     """Serve the test server over streamable HTTP on 127.0.0.1 until the block ends; yield its
-    endpoint URL (``http://127.0.0.1:<port>/mcp``)."""
+    endpoint URL (``http://127.0.0.1:<port>/mcp``). ``required``: headers every request must
+    carry (else 401), as a server that takes an API key does."""
     import uvicorn
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(build().streamable_http_app(), log_level="warning", timeout_graceful_shutdown=2)
+    app = build().streamable_http_app()
+    config = uvicorn.Config(
+        app if not required else _guarded(app, required), log_level="warning", timeout_graceful_shutdown=2
+    )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve([sock]))
     try:
@@ -82,6 +87,21 @@ async def serve_http() -> AsyncIterator[str]:
         server.should_exit = True
         await asyncio.wait_for(task, 15)
         sock.close()
+
+
+def _guarded(app: Any, required: dict[str, str]) -> Any:
+    """``app`` behind a check of ``required`` headers: 401 without them."""
+
+    async def guarded(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            got = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+            if any(got.get(name.lower()) != value for name, value in required.items()):
+                await send({"type": "http.response.start", "status": 401, "headers": []})
+                await send({"type": "http.response.body", "body": b"missing key"})
+                return
+        await app(scope, receive, send)
+
+    return guarded
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from agentflow.core.definitions import AgentConfig
 from agentflow.core.mcp import McpServer, offered_name, split_offered
 from agentflow.core.records import RunRecord
 from agentflow.integrations.mcp_client import McpTool, schema_problems
+from agentflow.nodes.credential_access import credentialed, scrubbed
 
 
 def listing_key(run: RunRecord, server: McpServer) -> Hashable:
@@ -39,7 +40,13 @@ async def offered(config: AgentConfig, run: RunRecord, env: AgentEnv) -> tuple[T
             ``agentflow.integrations.mcp_client`` for the first server that fails.
     """
     servers = config.mcp_servers or []
-    listings = await asyncio.gather(*(env.mcp.list_tools(s, key=listing_key(run, s)) for s in servers))
+    reached = [
+        (await credentialed(env.credentials, run.workspace_id, s, f"MCP server {s.name!r}"))[0]
+        for s in servers
+    ]
+    listings = await asyncio.gather(
+        *(env.mcp.list_tools(r, key=listing_key(run, s)) for r, s in zip(reached, servers, strict=True))
+    )
     schemas = []
     for server, tools in zip(servers, listings, strict=True):
         for tool in tools:
@@ -87,8 +94,10 @@ async def call(ctx: CallContext, server: McpServer, tool: str, arguments: dict[s
         StepFailure: retryable (``mcp_unavailable``, ``mcp_connection_lost``: the step is
             retried) or not (``mcp_tool_error`` and the like: the model sees the error).
     """
-    result = await ctx.env.mcp.call(server, tool, arguments, key=listing_key(ctx.run, server))
-    return ToolOutcome(result=result.to_json())
+    where = f"MCP server {server.name!r}"
+    reached, used = await credentialed(ctx.env.credentials, ctx.run.workspace_id, server, where)
+    result = await ctx.env.mcp.call(reached, tool, arguments, key=listing_key(ctx.run, server))
+    return ToolOutcome(result=scrubbed(result.to_json(), used))
 
 
 def _description(server: McpServer, tool: McpTool) -> str:

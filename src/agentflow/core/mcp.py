@@ -18,6 +18,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agentflow.core.agent_config import TOOL_NAME_PATTERN
+from agentflow.core.credentials import NAME_PATTERN as CREDENTIAL_NAME_PATTERN
 from agentflow.core.durations import parse_duration
 
 SEPARATOR = "__"
@@ -43,7 +44,9 @@ class McpServer(BaseModel):
         url: a streamable HTTP server (``http`` or ``https``), reached through the guarded HTTP
             client: a private address must be in ``AGENTFLOW_HTTP_ALLOW``.
         headers: sent with every HTTP request (``Authorization`` ...). Stored with the
-            version as written: stored credentials will replace literal secrets.
+            version as written: put secrets in a stored ``credential`` instead.
+        credential: a stored credential (by name) whose headers (and query parameters) every
+            HTTP request carries; resolved when a step connects, never stored with the version.
         timeout: how long starting or connecting, and then each request, may take.
         tools: only these of the server's tools are offered or callable (all when absent).
     """
@@ -55,6 +58,7 @@ class McpServer(BaseModel):
     env: dict[str, str] | None = Field(default=None, max_length=100)
     url: str | None = Field(default=None, min_length=1, max_length=2000)
     headers: dict[str, str] | None = Field(default=None, max_length=50)
+    credential: str | None = Field(default=None, pattern=CREDENTIAL_NAME_PATTERN)
     timeout: timedelta = timedelta(seconds=30)
     tools: list[str] | None = Field(default=None, min_length=1, max_length=500)
 
@@ -141,6 +145,8 @@ class McpServer(BaseModel):
             raise ValueError("'env' goes with 'command'; an HTTP server takes 'headers'")
         if self.headers is not None and self.url is None:
             raise ValueError("'headers' goes with 'url'; a stdio server takes 'env'")
+        if self.credential is not None and self.url is None:
+            raise ValueError("'credential' goes with 'url' (a streamable HTTP server)")
         return self
 
     @property

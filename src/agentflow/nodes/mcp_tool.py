@@ -17,6 +17,7 @@ from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
 from agentflow.integrations.mcp_client import McpConnector
 from agentflow.nodes.base import BaseRunner, NodeEnv
+from agentflow.nodes.credential_access import credentialed, scrubbed
 
 
 class McpToolRunner(BaseRunner):
@@ -45,6 +46,7 @@ class McpToolRunner(BaseRunner):
         connector = env.mcp or McpConnector()
         step_input = {"server": server.name, "tool": node.tool, "arguments": args}
         try:
+            server, used = await credentialed(env.credentials, ctx.workspace_id, server, f"node {node.id!r}")
             result = await connector.call(server, node.tool, args)
         except StepFailure as failure:  # name the node too: several may call one server
             info = failure.info
@@ -55,4 +57,4 @@ class McpToolRunner(BaseRunner):
                 details={**info.details, "node": node.id},
                 solution=info.solution,
             ) from None
-        return step_input, NodeResult(output=result.to_json())
+        return step_input, NodeResult(output=scrubbed(result.to_json(), used))
