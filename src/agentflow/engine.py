@@ -35,6 +35,7 @@ from agentflow.core.definitions import (
 from agentflow.core.errors import ConflictError, NotFoundError
 from agentflow.core.graph.code_nodes import refuse_code_steps
 from agentflow.core.ids import DEFAULT_WORKSPACE as DEFAULT_WORKSPACE
+from agentflow.core.lifecycle import RUN_CANCELED
 from agentflow.core.records import RunRecord, StepRecord, VersionRecord, WorkflowRecord
 from agentflow.core.run_filters import RunFilter
 from agentflow.core.state_definition import check_start_state
@@ -53,6 +54,7 @@ from agentflow.reports import Reports
 from agentflow.runtime import metrics
 from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.gatekeeper import EventGate
+from agentflow.runtime.lifecycle_listeners import LifecycleListeners
 from agentflow.runtime.worker import Worker
 from agentflow.settings import Settings, previous_sealing_keys, sealing_key
 from agentflow.store import migrate, reads, run_search, runs, workflows
@@ -89,6 +91,7 @@ class Engine:
         self.webhooks = Webhooks(db, self._configs, self._sealing_key, previous)
         self.credentials = Credentials(db, self._sealing_key, settings.http_allow_list, previous)
         self.consents = Consents(db, self.credentials, self._sealing_key, settings.base_url, previous)
+        self._listeners = LifecycleListeners(db, self._configs)
 
     @classmethod
     @asynccontextmanager
@@ -368,7 +371,8 @@ class Engine:
             ConflictError: ``run_already_ended``.
         """
         run = await self.get_run(run_id, workspace_id=workspace_id)
-        updated = await runs.cancel(self.db.pool, workspace_id, run.id, reason)
+        tell = self.settings.lifecycle_events and await self._listeners.tells(workspace_id, RUN_CANCELED)
+        updated = await runs.cancel(self.db.pool, workspace_id, run.id, reason, tell=tell)
         if updated is None:
             raise ConflictError("run_already_ended", f"run {run.id} has already ended ({run.status})")
         if updated.status == "canceled":

@@ -141,3 +141,27 @@ async def test_lifecycle_events_can_be_turned_off(quiet: Engine) -> None:
         run = await quiet.start_run("silent", {})
         await until(quiet, run.id, lambda r: r.status.is_terminal)
     assert await events_of(quiet, run.id) == []
+
+
+async def test_a_cancel_tells_run_canceled_once_at_once_or_at_the_step_boundary(engine: Engine) -> None:
+    await engine.publish_workflow(LISTENER)
+    await engine.publish_workflow(flow("napper", {"id": "nap", "type": "wait", "duration": "1h"}))
+    await engine.publish_workflow(
+        flow(
+            "busy",
+            {"id": "slow", "type": "tool", "tool": "sleepy", "args": {"seconds": 1.5}},
+            {"id": "end", "type": "finish", "output": 1},
+        )
+    )
+    async with running_worker(engine):
+        waiting = await engine.start_run("napper", {})
+        await until(engine, waiting.id, lambda r: r.status == "waiting")
+        await engine.cancel_run(waiting.id)  # no worker holds it: canceled at once
+        busy = await engine.start_run("busy", {})
+        await until(engine, busy.id, lambda r: r.status == "in_progress" and r.lease_owner is not None)
+        requested = await engine.cancel_run(busy.id)  # a worker runs its step: at its end
+        assert requested.status == "in_progress" and requested.cancel_requested
+        await until(engine, busy.id, lambda r: r.status.is_terminal, timeout=30)
+    for run_id in (waiting.id, busy.id):
+        told = [(t, d["reason"]) for t, _, d in await events_of(engine, run_id) if t == "run.canceled"]
+        assert told == [("run.canceled", "canceled_by_request")], (run_id, told)

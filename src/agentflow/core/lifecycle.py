@@ -3,6 +3,7 @@ the same transaction as the change, so other workflows can trigger on them (an a
 workflow is just a workflow).
 
 Topics: ``run.started`` (its first step checkpointed), ``run.completed``, ``run.failed``,
+``run.canceled`` (published by the cancel itself, ``store.runs.CANCELED_EVENT``),
 ``step.failed`` (an attempt failed; ``data.run_status`` says what the run does next) and
 ``request.created`` (a run asks a person, an outside system or an event). Message ids are
 derived from what happened (``<run>``, ``<run>:<step>:<attempt>``, ``<request>``), so a
@@ -19,8 +20,9 @@ from typing import Any
 from agentflow.core.records import RunRecord
 
 RUN_STARTED, RUN_COMPLETED, RUN_FAILED = "run.started", "run.completed", "run.failed"
-STEP_FAILED, REQUEST_CREATED = "step.failed", "request.created"
-TOPICS = (RUN_STARTED, RUN_COMPLETED, RUN_FAILED, STEP_FAILED, REQUEST_CREATED)
+RUN_CANCELED, STEP_FAILED, REQUEST_CREATED = "run.canceled", "step.failed", "request.created"
+TOPICS = (RUN_STARTED, RUN_COMPLETED, RUN_FAILED, RUN_CANCELED, STEP_FAILED, REQUEST_CREATED)
+"""Every lifecycle topic (``store.runs.CANCELED_EVENT`` names them too, in SQL)."""
 
 
 def started_by_lifecycle(run: RunRecord) -> bool:

@@ -54,6 +54,16 @@ class LifecycleListeners:
         """Whether an enabled workflow of the workspace listens to ``topic``."""
         return topic_matches(self._patterns.get(workspace_id, ()), topic)
 
+    async def tells(self, workspace_id: UUID, topic: str) -> bool:
+        """Whether to publish ``topic`` now (read again when the last read is old; on an
+        outage, the last answer)."""
+        try:
+            await self.refresh()
+        except Exception as exc:
+            if not unavailable(exc):
+                raise
+        return self.heard(workspace_id, topic)
+
     async def with_events(self, run: RunRecord, outcome: StepOutcome) -> StepOutcome:
         """``outcome`` with the lifecycle events its checkpoint publishes: those a workflow of
         the run's workspace listens to."""

@@ -407,7 +407,10 @@ class Worker:
         metrics.STEPS.labels(outcome.step.status).inc()
         status = RunStatus(done.status)
         if done.cancel_requested and not status.is_terminal:
-            if await runs.finish_cancel(self.db.pool, run.workspace_id, run.id, token, self.name):
+            tell = self.settings.lifecycle_events and await self._listeners.tells(
+                run.workspace_id, "run.canceled"
+            )
+            if await runs.finish_cancel(self.db.pool, run.workspace_id, run.id, token, self.name, tell=tell):
                 metrics.RUNS_TERMINAL.labels("canceled").inc()
             return None
         if status.is_terminal:

@@ -238,25 +238,45 @@ async def release(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID, token: i
     return row is not None
 
 
-async def finish_cancel(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID, token: int, owner: str) -> bool:
+async def finish_cancel(
+    pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID, token: int, owner: str, *, tell: bool = False
+) -> bool:
     """Cancel a run at the step boundary just checkpointed under ``token``, after its cancel
     was requested.
 
     The step may have left the run waiting or suspended, which gives up the lease (no lease
-    owner); the unchanged fencing token still proves nobody claimed the run since.
+    owner); the unchanged fencing token still proves nobody claimed the run since. ``tell``:
+    publish ``run.canceled`` with the change (``core.lifecycle``).
     """
     row = await pool.fetchrow(
-        "UPDATE runs SET status = 'canceled', status_reason = 'canceled_by_request',"
+        "WITH fin AS (UPDATE runs SET status = 'canceled', status_reason = 'canceled_by_request',"
         " due_at = NULL, lease_owner = NULL, lease_expires_at = NULL, canceled_at = now(),"
         " updated_at = now() WHERE workspace_id = $1 AND id = $2 AND fencing_token = $3"
         " AND (lease_owner = $4 OR lease_owner IS NULL)"
-        " AND status IN ('in_progress', 'waiting', 'suspended') RETURNING id",
-        workspace_id, run_id, token, owner,
+        " AND status IN ('in_progress', 'waiting', 'suspended') RETURNING *)"
+        + CANCELED_EVENT.replace("$TELL", "$5")
+        + " SELECT id FROM fin",
+        workspace_id, run_id, token, owner, tell,
     )  # fmt: skip
     return row is not None
 
 
-_CANCEL = """
+# run.canceled with the change ($TELL: somebody listens), unless a lifecycle event started the run.
+CANCELED_EVENT = """, told AS (
+    INSERT INTO events (workspace_id, topic, message_id, data, account_id, published_at)
+    SELECT fin.workspace_id, 'run.canceled', fin.id::text,
+           jsonb_build_object('run_id', fin.id, 'workflow_id', fin.workflow_id,
+                              'version', fin.workflow_version, 'account_id', fin.account_id,
+                              'parent_run_id', fin.parent_run_id, 'reason', fin.status_reason),
+           fin.account_id, now()
+    FROM fin WHERE $TELL::boolean AND fin.status = 'canceled'
+      AND coalesce(fin.trigger->'event'->>'topic', '') NOT IN
+          ('run.started', 'run.completed', 'run.failed', 'run.canceled', 'step.failed', 'request.created')
+    ON CONFLICT (workspace_id, topic, message_id) DO NOTHING
+)"""
+
+_CANCEL = (
+    """
 WITH RECURSIVE cur AS (
     SELECT workspace_id, id,
            (status <> 'in_progress' OR lease_owner IS NULL OR lease_expires_at <= now()) AS now_
@@ -288,7 +308,7 @@ WITH RECURSIVE cur AS (
         canceled_at = CASE WHEN c.lease_owner IS NULL OR c.lease_expires_at <= now() THEN now() END,
         updated_at = now()
     FROM tree WHERE c.workspace_id = tree.workspace_id AND c.id = tree.id AND c.active
-)
+), fin AS (
 UPDATE runs r SET
     cancel_requested = true,
     enrollment_key = CASE WHEN $4 THEN NULL ELSE r.enrollment_key END,
@@ -302,7 +322,12 @@ UPDATE runs r SET
     updated_at = now()
 FROM cur WHERE r.workspace_id = cur.workspace_id AND r.id = cur.id
 RETURNING r.*
+)"""
+    + CANCELED_EVENT.replace("$TELL", "$5")
+    + """
+SELECT * FROM fin
 """
+)
 
 
 async def cancel(
@@ -312,15 +337,17 @@ async def cancel(
     reason: str,
     *,
     release_key: bool = False,
+    tell: bool = False,
 ) -> RunRecord | None:
-    """Cancel a run: at once unless a live worker holds it (then at its next checkpoint).
+    """Cancel a run: at once unless a live worker holds it (then at its next checkpoint);
+    ``tell``: publish ``run.canceled`` with the change when it is canceled now.
 
     With ``release_key`` the run gives up its enrollment key now, even if it stops later, so
     a new run for the key can start at once (a trigger's ``restart`` mode).
 
     Returns None when the run does not exist or has already ended.
     """
-    row = await conn.fetchrow(_CANCEL, workspace_id, run_id, reason, release_key)
+    row = await conn.fetchrow(_CANCEL, workspace_id, run_id, reason, release_key, tell)
     return RunRecord.from_row(row) if row else None
 
 
