@@ -205,3 +205,32 @@ async def test_the_console_page_allows_only_its_own_scripts(engine: Engine) -> N
     assert "script-src 'self'" in page.headers["content-security-policy"]
     assert script.status_code == 200 and "javascript" in script.headers["content-type"]
     assert missing.status_code == 404
+
+
+@pytest.mark.timeout(120)
+async def test_the_run_page_follows_the_run_through_its_stream(engine: Engine, browser: Browser) -> None:
+    await engine.publish_workflow(yaml.safe_load(NAPPER_YAML))
+    async with running_worker(engine), serve(create_app(engine)) as base:
+        run = await engine.start_run("napper", {})
+        page = await browser.new_page()
+        asked: list[str] = []
+        page.on("request", lambda request: asked.append(request.url))
+        await page.goto(f"{base}/#/runs/{run.workflow_id}/{run.id}")
+        await expect(page.locator("#run-status [data-status]")).to_have_attribute(
+            "data-status", "waiting", timeout=20_000
+        )
+        await expect(page.locator("#run-status [data-status]")).to_have_attribute(
+            "data-status", "completed", timeout=20_000
+        )
+        await expect(page.locator("#timeline tr[data-node='end']")).to_have_count(1)
+    reads = [u for u in asked if u.endswith(f"/runs/{run.id}")]
+    streams = [u for u in asked if u.endswith(f"/runs/{run.id}/stream")]
+    assert len(reads) == 1 and len(streams) == 1, (reads, streams)  # one read, then the stream
+
+
+NAPPER_YAML = """name: napper
+kind: structured
+nodes:
+  - {id: nap, type: wait, duration: 1.5s}
+  - {id: end, type: finish, output: rested}
+"""

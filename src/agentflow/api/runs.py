@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import AsyncIterator
 from dataclasses import replace
-from typing import Annotated
+from typing import Annotated, Any
 from uuid import UUID
 
 from fastapi import APIRouter, Body, Header, Query, Request, Response
+from fastapi.responses import StreamingResponse
 
 from agentflow.api.deps import EngineDep, WorkspaceDep, run_ref, workflow_ref
 from agentflow.api.run_search import page
@@ -29,6 +33,12 @@ from agentflow.core.run_filters import parse_run_filter
 from agentflow.core.statuses import RunStatus
 from agentflow.engine import Engine
 from agentflow.store import reads
+
+POLL_SECONDS = 0.25
+"""How often a stream looks at its run."""
+HEARTBEAT_SECONDS = 15.0
+STREAM_SECONDS = 600.0
+"""How long one stream lasts; the client reconnects for more."""
 
 router = APIRouter(
     prefix="/api/ai/workflows/{workflow_id}/runs", tags=["runs"], responses={**ERROR_RESPONSES}
@@ -134,7 +144,11 @@ async def start_run(
 async def get_run(workflow_id: str, run_id: str, engine: EngineDep, workspace: WorkspaceDep) -> RunDetail:
     """A run of this workflow with its step timeline (every attempt, in order) and its model
     use with that of every run it started (``total_usage``)."""
-    run = await _run_of(engine, workspace, workflow_id, run_id)
+    return await run_detail(engine, workspace, await _run_of(engine, workspace, workflow_id, run_id))
+
+
+async def run_detail(engine: Engine, workspace: UUID, run: RunRecord) -> RunDetail:
+    """``run`` with its steps, node summaries and total usage."""
     steps = await engine.list_steps(run.id, workspace_id=workspace)
     skipped = run.state.get("skipped") if isinstance(run.state, dict) else None
     nodes = node_summaries(steps, skipped if isinstance(skipped, list) else [])
@@ -144,6 +158,47 @@ async def get_run(workflow_id: str, run_id: str, engine: EngineDep, workspace: W
         nodes={node_id: NodeSummary.model_validate(summary) for node_id, summary in nodes.items()},
         total_usage=TreeUsage.model_validate(await reads.tree_usage(engine.db.pool, workspace, run.id)),
     )
+
+
+@router.get(
+    "/{run_id}/stream",
+    summary="Follow a run (server-sent events)",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"text/event-stream": {}}, "description": "A `run` event per change."}},
+)
+async def stream_run(
+    workflow_id: str, run_id: str, engine: EngineDep, workspace: WorkspaceDep
+) -> StreamingResponse:
+    """Server-sent events: a ``run`` event with the run's detail (as ``GET .../runs/{id}``) now
+    and whenever it changes (a checkpoint, a cancel, a wake), until it ends or ``STREAM_SECONDS``
+    pass (then reconnect); a comment line every ``HEARTBEAT_SECONDS`` keeps proxies from closing it."""
+    run = await _run_of(engine, workspace, workflow_id, run_id)
+    return StreamingResponse(
+        _changes(engine, workspace, run),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+async def _changes(engine: Engine, workspace: UUID, run: RunRecord) -> AsyncIterator[str]:
+    seen: tuple[Any, ...] | None = None
+    started = last_sent = time.monotonic()
+    while True:
+        now = time.monotonic()
+        current = await engine.get_run(run.id, workspace_id=workspace)
+        mark = (current.updated_at, current.step_seq, current.status)
+        if mark != seen:
+            seen, last_sent = mark, now
+            detail = await run_detail(engine, workspace, current)
+            yield f"event: run\ndata: {detail.model_dump_json()}\n\n"
+            if current.status.is_terminal:
+                return
+        elif now - last_sent >= HEARTBEAT_SECONDS:
+            last_sent = now
+            yield ": still here\n\n"
+        if now - started >= STREAM_SECONDS:
+            return
+        await asyncio.sleep(POLL_SECONDS)
 
 
 @router.post(

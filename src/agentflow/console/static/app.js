@@ -247,6 +247,15 @@ async function runsView(query) {
 
 async function runView(workflowId, runId) {
   const run = await api("GET", "/api/ai/workflows/" + workflowId + "/runs/" + runId);
+  const nodes = runNodes(run, workflowId, runId);
+  // Live: follow the run's stream of changes (polling when a stream cannot be had).
+  if (ACTIVE.has(run.status)) {
+    nodes.follow = { path: "/api/ai/workflows/" + workflowId + "/runs/" + runId + "/stream", workflowId, runId };
+  }
+  return nodes;
+}
+
+function runNodes(run, workflowId, runId) {
   const actions = h("div", { class: "row" });
   if (ACTIVE.has(run.status)) actions.append(h("button", { id: "cancel", onclick: () => act("cancel") }, "Cancel"));
   if (run.status === "failed") actions.append(h("button", { id: "retry", onclick: () => act("retry") }, "Retry"));
@@ -282,8 +291,40 @@ async function runView(workflowId, runId) {
       h("section", {}, h("h2", {}, run.error ? "Error" : "Output"), h("div", { id: "run-output" }, json(run.error || run.output)))),
     h("h2", {}, "Timeline"), steps,
   ];
-  nodes.live = ACTIVE.has(run.status); // look again in a second
   return nodes;
+}
+
+// Read a run's server-sent events (fetch, so the API key goes in a header) and show each
+// change while this page is the one shown; when the stream fails, look again in a second.
+async function follow(path, mine, workflowId, runId) {
+  const headers = { Accept: "text/event-stream" };
+  const key = sessionStorage.getItem("agentflow.key");
+  if (key) headers.Authorization = "Bearer " + key;
+  try {
+    const response = await fetch(path, { headers });
+    if (!response.ok || !response.body) throw new Error("HTTP " + response.status);
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done || mine !== navigation) {
+        reader.cancel().catch(() => {});
+        return;
+      }
+      buffer += value;
+      let cut;
+      while ((cut = buffer.indexOf("\n\n")) >= 0) {
+        const message = buffer.slice(0, cut);
+        buffer = buffer.slice(cut + 2);
+        const data = message.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)).join("\n");
+        if (data && mine === navigation) {
+          show(...runNodes(JSON.parse(data), workflowId, runId).filter((n) => n !== null && n !== undefined));
+        }
+      }
+    }
+  } catch {
+    if (mine === navigation) timer = setTimeout(route, 1000);
+  }
 }
 
 async function inboxView() {
@@ -372,7 +413,7 @@ async function route() {
   }
   if (mine !== navigation) return;
   show(...nodes.flat().filter((n) => n !== null && n !== undefined));
-  if (nodes.live) timer = setTimeout(route, 1000);
+  if (nodes.follow) follow(nodes.follow.path, mine, nodes.follow.workflowId, nodes.follow.runId);
   countInbox();
 }
 
