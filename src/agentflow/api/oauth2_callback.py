@@ -7,22 +7,36 @@ nothing in it comes from the request but escaped text.
 from __future__ import annotations
 
 import html
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse
 
 from agentflow.api.console import CSP
 from agentflow.api.deps import EngineDep
+from agentflow.api.schemas import ERROR_RESPONSES
 from agentflow.core.errors import AgentflowError
 
 router = APIRouter(tags=["credentials"])
+ERROR_SCHEMA = "#/components/schemas/ErrorResponse"
+PAGE_OR_ERROR: dict[int | str, dict[str, Any]] = {
+    status: {
+        "description": f"{about['description']} (a page from this route; JSON from the API's guards)",
+        "content": {
+            "text/html": {},
+            "application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}},
+        },
+    }
+    for status, about in ERROR_RESPONSES.items()
+}
+"""Each error status as a page (this route's answers) or the API's JSON error (its guards')."""
 
 
 @router.get(
     "/api/public/oauth2/callback",
     response_class=HTMLResponse,
     summary="OAuth2 consent callback (the provider redirects the person here)",
+    responses=PAGE_OR_ERROR,
 )
 async def oauth2_callback_page(
     engine: EngineDep,
