@@ -218,13 +218,19 @@ async def test_a_webhook_channel_is_checked_at_publish(
 
 
 def slack_press(
-    value: str, *, secret: str = SLACK_SECRET, age: float = 0.0, user: str = "lee"
+    value: str,
+    *,
+    secret: str = SLACK_SECRET,
+    age: float = 0.0,
+    user: str = "lee",
+    response_url: str | None = None,
 ) -> tuple[bytes, dict[str, str]]:
     """A button press as Slack posts it: a form with a JSON payload, signed (v0)."""
     payload = {
         "type": "block_actions",
         "user": {"id": "U1", "username": user},
         "actions": [{"action_id": "x", "value": value}],
+        "response_url": response_url,
     }
     body = urlencode({"payload": json.dumps(payload)}).encode()
     timestamp = str(int(time.time() - age))
@@ -273,7 +279,7 @@ async def test_slack_buttons_answer_the_request_as_who_pressed_and_forged_presse
             )
             still = (await engine.get_run(run.id)).status
             opened = await api.post(path, content=slack_press("")[0], headers=slack_press("")[1])
-            body, headers = slack_press(approve)
+            body, headers = slack_press(approve, response_url=slack.url + "/respond/T1")
             pressed = await api.post(path, content=body, headers=headers)
             done = await until(engine, run.id, lambda r: r.status.is_terminal)
             body, headers = slack_press(buttons["reject"]["value"], user="eve")
@@ -288,6 +294,8 @@ async def test_slack_buttons_answer_the_request_as_who_pressed_and_forged_presse
     assert pressed.status_code == 200, pressed.text
     assert pressed.json() == {"status": "approved", "responded_by": "slack:lee"}
     assert done.output == "refunded by slack:lee via slack"
+    (told,) = slack.calls("/respond/T1")  # the message now says who decided
+    assert told.body == {"replace_original": True, "text": "Approved by lee."}
     assert again.status_code == 409 and again.json()["error"]["code"] == "request_already_answered"
 
 

@@ -11,6 +11,7 @@ who pressed it, via ``slack``; a press after the first answer gets 409.
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
 from typing import Annotated, Any
@@ -22,10 +23,15 @@ from pydantic import BaseModel, Field
 from agentflow.api.deps import EngineDep
 from agentflow.api.schemas import ERROR_RESPONSES, conflict
 from agentflow.core.errors import AuthError, ConfigError, NotFoundError
+from agentflow.engine import Engine
+from agentflow.integrations.guarded_http import guarded_client
 from agentflow.integrations.slack import signature_valid
 from agentflow.nodes.request_slack import read_button
 
 router = APIRouter(tags=["requests"], responses={**ERROR_RESPONSES})
+logger = logging.getLogger(__name__)
+TELL_SECONDS = 2.0
+"""How long updating the Slack message may take (Slack wants its answer within 3 s)."""
 
 
 class SlackAnswer(BaseModel):
@@ -79,7 +85,20 @@ async def slack_interaction(
     answered = await engine.requests.respond_by_link(
         found, token, approved=decision == "approve", response=None, reason=None, responded_by=f"slack:{who}"
     )
+    await _tell_slack(engine, payload.get("response_url"), f"{answered['status'].capitalize()} by {who}.")
     return SlackAnswer(status=answered["status"], responded_by=answered["responded_by"])
+
+
+async def _tell_slack(engine: Engine, response_url: Any, text: str) -> None:
+    """Replace the message's buttons with who decided (Slack's ``response_url``); the answer
+    is recorded whatever Slack says, so a failure here is only logged."""
+    if not isinstance(response_url, str) or not response_url.startswith(("https://", "http://")):
+        return  # the guarded client judges the rest (a private address only when allowed)
+    try:
+        async with guarded_client(allow=engine.settings.http_allow_list, timeout=TELL_SECONDS) as http:
+            await http.post(response_url, json={"replace_original": True, "text": text})
+    except Exception as exc:  # the guarded client's refusals and every transport failure
+        logger.warning("could not update the Slack message (%s): %s", type(exc).__name__, exc)
 
 
 def _payload(body: bytes) -> dict[str, Any]:
