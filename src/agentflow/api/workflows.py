@@ -26,6 +26,7 @@ from agentflow.api.schemas import (
 from agentflow.core.config_diff import diff_configs, unified_yaml
 from agentflow.core.errors import NotFoundError
 from agentflow.store import workflows
+from agentflow.store.workflows import Published as PublishedRecord
 
 router = APIRouter(prefix="/api/ai/workflows", tags=["workflows"], responses={**ERROR_RESPONSES})
 
@@ -93,12 +94,7 @@ async def publish_workflow(
         )
     else:
         response.status_code = 200
-    return Published(
-        workflow=Workflow.model_validate(published.workflow),
-        version=published.version.version,
-        content_hash=published.version.content_hash,
-        created=published.created,
-    )
+    return _answer(published)
 
 
 @router.get("/{workflow_id}", response_model=WorkflowDetail, summary="Get a workflow")
@@ -231,6 +227,11 @@ async def rollback(
     published = await engine.publish_workflow(old.config, workspace_id=workspace)
     if not published.created:
         response.status_code = 200
+    return _answer(published)
+
+
+def _answer(published: PublishedRecord) -> Published:
+    """What a publish (or a rollback) answers."""
     return Published(
         workflow=Workflow.model_validate(published.workflow),
         version=published.version.version,

@@ -1,11 +1,9 @@
 """The ``user_input`` node's runner: ask a person, then read the answer (spec in
 ``agentflow.core.graph.human_nodes``).
 
-The first run renders the request; its checkpoint writes it and parks the node (the run
-waits with no worker). The answer, or the timeout, arrives in the run's inbox as a
-``request`` delivery; the node runs again, finds it by the request's id, consumes that one
-delivery and fires the outcome's port. Any other delivery wakes it to no effect: it parks
-again, leaving the inbox to the nodes that wait for it.
+The first run renders the request and parks the node; the answer, or the timeout, comes
+back through the run's inbox (``agentflow.nodes.parked_requests``); the node consumes that
+one delivery and fires the outcome's port.
 """
 
 from __future__ import annotations
@@ -21,26 +19,15 @@ from agentflow.core.errors import StepFailure
 from agentflow.core.graph.action_nodes import rendered_url_problem
 from agentflow.core.graph.human_nodes import TIMEOUT, UserInputNode
 from agentflow.core.graph.message_nodes import EMAIL
-from agentflow.core.inbox import InboxItem
 from agentflow.core.link_tokens import ANSWER_PAGE, holder, new_token, token_hash
 from agentflow.core.node_specs import NodeSpec
 from agentflow.core.people import role_of
 from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
 from agentflow.nodes.base import BaseRunner, NodeEnv
+from agentflow.nodes.parked_requests import parked, wait_on
 from agentflow.nodes.people_access import Assigned
 from agentflow.nodes.request_slack import slack_message
-
-REQUEST_KIND = "request"
-"""The kind of the inbox delivery that carries an answer or a timeout."""
-GRACE_SECONDS = 300.0
-"""How long past its timeout a parked node looks again on its own (the scheduler's sweep
-normally delivers the timeout first)."""
-
-
-def request_id_for(run_id: uuid.UUID, asked: int) -> uuid.UUID:
-    """The id of the request step ``asked`` of a run makes: the same on every attempt."""
-    return uuid.uuid5(run_id, f"request:{asked}")
 
 
 class UserInputRunner(BaseRunner):
@@ -56,14 +43,12 @@ class UserInputRunner(BaseRunner):
     async def run(self, node: NodeSpec, ctx: StepContext, env: NodeEnv) -> tuple[Any, NodeResult]:
         """Ask (first run), wait again (no answer yet), or fire the outcome's port."""
         assert isinstance(node, UserInputNode)
-        asked = ctx.step_seq if env.asked is None else env.asked
-        request_id = request_id_for(ctx.run_id, asked)
-        park = node.wait.total_seconds() + GRACE_SECONDS
-        found = answer_in(env, str(request_id))
+        where = parked(ctx, env)
+        request_id, found, seconds = where.request_id, where.answer, node.wait.total_seconds()
         if found is None:
             pending = {"request_id": str(request_id), "status": "pending"}
-            if env.asked is not None:  # woken by something else: wait on
-                return pending, NodeResult(output=pending, park_secs=park, passes_inbox=True)
+            if where.woken:  # by something else: wait on
+                return pending, wait_on(pending, seconds)
             request = await _request(node, env, request_id)
             assigned = await _assigned(node, ctx, env, request["assignees"])
             request["assignees"] = assigned.assignees
@@ -77,10 +62,7 @@ class UserInputRunner(BaseRunner):
                 shown["roles"] = assigned.roles
             if notes:
                 shown["told"] = [f"{n['channel']} {n['recipient']}" for n in notes]
-            result = NodeResult(
-                output=pending, request=request, park_secs=park, passes_inbox=True, notifications=notes
-            )
-            return shown, result
+            return shown, wait_on(pending, seconds, request=request, notifications=notes)
         answer = found.payload
         outcome = str(answer.get("outcome"))
         response = answer.get("response")
@@ -108,15 +90,6 @@ class UserInputRunner(BaseRunner):
         return {"request_id": str(request_id)}, NodeResult(
             output=output, port=node.port_of(outcome), consumed=(found.id,)
         )
-
-
-def answer_in(env: NodeEnv, request_id: str) -> InboxItem | None:
-    """The inbox delivery that answers (or times out) request ``request_id``, if it came."""
-    for item in env.inbox.items:
-        payload = item.payload if isinstance(item.payload, dict) else {}
-        if item.kind == REQUEST_KIND and payload.get("request_id") == request_id:
-            return item
-    return None
 
 
 def _default_outcome(node: UserInputNode) -> str:

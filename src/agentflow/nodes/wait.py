@@ -18,7 +18,7 @@ from agentflow.core.node_specs import NodeSpec, WaitNode
 from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
 from agentflow.nodes.base import BaseRunner, NodeEnv
-from agentflow.nodes.user_input import GRACE_SECONDS, answer_in, request_id_for
+from agentflow.nodes.parked_requests import parked, system_request, wait_on
 
 TIMEOUT = "timeout"
 
@@ -85,9 +85,8 @@ async def wait_for_event(node: WaitNode, ctx: StepContext, env: NodeEnv) -> tupl
     """Start waiting for the event (first run), wait on (woken by something else), or go on
     with the event, or null when the time ran out (see ``agentflow.core.graph.event_waits``)."""
     assert node.for_event is not None
-    asked = ctx.step_seq if env.asked is None else env.asked
-    request_id = request_id_for(ctx.run_id, asked)
-    found = answer_in(env, str(request_id))
+    where = parked(ctx, env)
+    request_id, found = where.request_id, where.answer
     if found is not None:
         event = None if found.payload.get("outcome") == TIMEOUT else found.payload.get("response")
         return {"request_id": str(request_id)}, NodeResult(output=event, consumed=(found.id,))
@@ -96,9 +95,8 @@ async def wait_for_event(node: WaitNode, ctx: StepContext, env: NodeEnv) -> tupl
     else:
         seconds = max((await wake_time(node, env) - datetime.now(UTC)).total_seconds(), 0.001)
     pending = {"request_id": str(request_id), "topic": node.for_event.topic, "status": "waiting"}
-    park = seconds + GRACE_SECONDS
-    if env.asked is not None:
-        return pending, NodeResult(output=pending, park_secs=park, passes_inbox=True)
+    if where.woken:
+        return pending, wait_on(pending, seconds)
     match = await env.render(node.for_event.match, node.id, "for_event.match")
     _condition, problems = check_conditions(match, "for_event.match") if match is not None else (None, [])
     if problems:
@@ -110,18 +108,10 @@ async def wait_for_event(node: WaitNode, ctx: StepContext, env: NodeEnv) -> tupl
             details={"node": node.id, "errors": problems},
             solution="Make the templates in 'match' render values its operators take.",
         )
-    request = {
-        "id": str(request_id),
-        "kind": "event",
-        "node_id": node.id,
-        "message": f"waiting for an event of {node.for_event.topic!r}",
-        "spec": {"topic": node.for_event.topic, "match": match},
-        "arguments": {},
-        "arguments_hash": str(request_id),
-        "assignees": [],
-        "channels": ["event"],
-        "timeout_action": "continue",
-        "expires_in": seconds,
-    }
+    topic = node.for_event.topic
+    spec = {"topic": topic, "match": match}
+    request = system_request(
+        request_id, "event", node.id, f"waiting for an event of {topic!r}", spec, seconds
+    )
     shown = {**pending, "match": match, "timeout_s": seconds}
-    return shown, NodeResult(output=pending, request=request, park_secs=park, passes_inbox=True)
+    return shown, wait_on(pending, seconds, request=request)

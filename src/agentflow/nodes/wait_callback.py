@@ -22,7 +22,7 @@ from agentflow.core.node_specs import NodeSpec
 from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
 from agentflow.nodes.base import BaseRunner, NodeEnv
-from agentflow.nodes.user_input import GRACE_SECONDS, answer_in, request_id_for
+from agentflow.nodes.parked_requests import parked, system_request, wait_on
 
 CALLBACK_PATH = "/api/public/callbacks/"
 
@@ -35,22 +35,23 @@ class WaitCallbackRunner(BaseRunner):
     async def run(self, node: NodeSpec, ctx: StepContext, env: NodeEnv) -> tuple[Any, NodeResult]:
         """Make the callback (first run), wait again (no call yet), or fire with the body."""
         assert isinstance(node, WaitCallbackNode)
-        asked = ctx.step_seq if env.asked is None else env.asked
-        request_id = request_id_for(ctx.run_id, asked)
-        park = node.wait.total_seconds() + GRACE_SECONDS
-        found = answer_in(env, str(request_id))
+        where = parked(ctx, env)
+        request_id, found, seconds = where.request_id, where.answer, node.wait.total_seconds()
         if found is None:
             pending = {"request_id": str(request_id), "status": "waiting"}
-            if env.asked is not None:  # woken by something else: wait on
-                return pending, NodeResult(output=pending, park_secs=park, passes_inbox=True)
+            if where.woken:  # by something else: wait on
+                return pending, wait_on(pending, seconds)
             token = new_token()
             url = f"{env.public_url}{CALLBACK_PATH}{request_id}?token={token}"
-            request = _request(node, request_id, token)
+            message = f"waiting for a call to the callback URL of {node.id!r}"
+            tokens = {token_hash(token): holder("callback", node.id)}
+            request = system_request(
+                request_id, "callback", node.id, message, {}, seconds,
+                timeout_action=node.timeout_action, link_tokens=tokens,
+            )  # fmt: skip
             notes = await _notify(node, ctx, env, request_id, url) if node.notify is not None else ()
-            waiting = {**pending, "callback_url": url, "expires_in_s": node.wait.total_seconds()}
-            return waiting, NodeResult(
-                output=waiting, request=request, park_secs=park, passes_inbox=True, notifications=notes
-            )
+            waiting = {**pending, "callback_url": url, "expires_in_s": seconds}
+            return waiting, wait_on(waiting, seconds, request=request, notifications=notes)
         shown, taken = {"request_id": str(request_id)}, (found.id,)
         if found.payload.get("outcome") != TIMEOUT:
             return shown, NodeResult(output=found.payload.get("response"), consumed=taken)
@@ -66,24 +67,6 @@ class WaitCallbackRunner(BaseRunner):
         if node.timeout_action == "continue":
             return shown, NodeResult(output=None, port=TIMEOUT, consumed=taken)
         return shown, NodeResult(output=node.default_response, consumed=taken)
-
-
-def _request(node: WaitCallbackNode, request_id: uuid.UUID, token: str) -> dict[str, Any]:
-    """The request row's document (see ``agentflow.store.checkpoints.Effects.approval``)."""
-    return {
-        "id": str(request_id),
-        "kind": "callback",
-        "node_id": node.id,
-        "message": f"waiting for a call to the callback URL of {node.id!r}",
-        "spec": {},
-        "link_tokens": {token_hash(token): holder("callback", node.id)},
-        "arguments": {},
-        "arguments_hash": str(request_id),
-        "assignees": [],
-        "channels": ["callback"],
-        "timeout_action": node.timeout_action,
-        "expires_in": node.wait.total_seconds(),
-    }
 
 
 async def _notify(

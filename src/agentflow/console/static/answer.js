@@ -3,25 +3,15 @@
 // so never in a log); the page sends it in a header. Nothing is answered by opening the link:
 // a mail scanner that follows it changes nothing.
 
+import { h } from "./dom.js";
+
 const main = document.getElementById("main");
 const params = new URLSearchParams(location.hash.slice(1));
 const requestId = params.get("request") || "";
 const token = params.get("token") || "";
 const HEADER = "X-Agentflow-Request-Token";
 
-function h(tag, attrs, ...children) {
-  const el = document.createElement(tag);
-  for (const [name, value] of Object.entries(attrs || {})) {
-    if (value === undefined || value === null || value === false) continue;
-    if (name.startsWith("on")) el.addEventListener(name.slice(2), value);
-    else el.setAttribute(name, value === true ? "" : String(value));
-  }
-  for (const child of children.flat()) {
-    if (child === null || child === undefined || child === false) continue;
-    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
-  }
-  return el;
-}
+
 
 async function call(method, path, body) {
   const init = { method, headers: { Accept: "application/json", [HEADER]: token } };

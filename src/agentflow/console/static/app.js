@@ -1,6 +1,8 @@
 // The agentflow console: one page, hash routes, the public API only (same origin, JSON bodies).
 // Everything the API sends is shown as text (textContent), never parsed as HTML.
 
+import { h } from "./dom.js";
+
 const main = document.getElementById("main");
 const ACTIVE = new Set(["created", "in_progress", "waiting", "suspended"]);
 let timer = null; // the live view's refresh
@@ -34,20 +36,6 @@ async function api(method, path, body) {
 }
 
 // ---- DOM ------------------------------------------------------------------------------------
-
-function h(tag, attrs, ...children) {
-  const el = document.createElement(tag);
-  for (const [name, value] of Object.entries(attrs || {})) {
-    if (value === undefined || value === null || value === false) continue;
-    if (name.startsWith("on")) el.addEventListener(name.slice(2), value);
-    else el.setAttribute(name, value === true ? "" : String(value));
-  }
-  for (const child of children.flat()) {
-    if (child === null || child === undefined || child === false) continue;
-    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
-  }
-  return el;
-}
 
 const status = (s) => h("span", { class: "status status-" + s, "data-status": s }, s);
 const when = (t) => (t ? new Date(t).toLocaleString() : "");
