@@ -47,6 +47,7 @@ from agentflow.human_requests import HumanRequests
 from agentflow.knowledge import KnowledgeBase
 from agentflow.knowledge.embedding import configured_embedder
 from agentflow.llm.base import ModelProvider
+from agentflow.memories import Memories
 from agentflow.nodes.workflow_access import refuse_unknown_children
 from agentflow.oauth2_consents import Consents
 from agentflow.people import Directory
@@ -82,6 +83,7 @@ class Engine:
         self.knowledge = KnowledgeBase(db)
         self.accounts = AccountBook(db)
         self.people = Directory(db)
+        self.memory = Memories(db)
         self.reports = Reports(db)
         self.keys = AccessKeys(db)
         self.governance = Governance(db, self._configs)

@@ -269,12 +269,12 @@ async def test_a_delivery_racing_the_checkpoint_is_not_lost(engine: Engine) -> N
 
 
 async def test_negative_control_a_run_inbox_subquery_loses_the_racing_delivery(engine: Engine) -> None:
-    naive = checkpoints._statement(False, False, False, False, False).replace(
+    naive = checkpoints._statement().replace(
         "inbox_seq > $23::bigint",
         "$23::bigint >= 0 AND EXISTS (SELECT 1 FROM run_inbox i WHERE i.workspace_id = $1"
         " AND i.run_id = $2 AND i.consumed_at IS NULL)",
     )
-    assert naive != checkpoints._statement(False, False, False, False, False)
+    assert naive != checkpoints._statement()
     due_in = await _checkpoint_behind_a_delivery(engine, naive)
     assert due_in > 3500, "the statement snapshot hid the delivery: the wake-up is lost"
 

@@ -19,7 +19,7 @@ from uuid import UUID
 
 import asyncpg
 
-from agentflow.agent import mcp_tools, toolbox
+from agentflow.agent import mcp_tools, memory, toolbox
 from agentflow.agent.approval_gate import approval_gate
 from agentflow.agent.calls import CallContext, ToolOutcome, refusal
 from agentflow.agent.env import AgentEnv
@@ -64,16 +64,23 @@ async def next_step(
     """Execute the run's next agent step once."""
     started = time.monotonic()
     state = AgentState.from_json(state_doc)
+    try:
+        key = await memory.key_for(config, run, state_doc)
+    except StepFailure as failure:
+        return _failed(config, state, attempt, failure.info, failure.retryable, DECIDE_KIND, "memory", None)
     if state.phase == "act" and state.pending:
         step = await _act(config, run, state, attempt, seq, token, env)
     else:
-        step = await _decide(config, run, state, inbox, attempt, env)
+        step = await _decide(config, run, state, inbox, attempt, env, key)
+    if key is not None:
+        step = memory.remember(config, run, state_doc, key, step)
     return AgentStep(**{**step.__dict__, "duration": time.monotonic() - started})
 
 
 async def _decide(
-    config: AgentConfig, run: RunRecord, state: AgentState, inbox: Inbox, attempt: int, env: AgentEnv
-) -> AgentStep:
+    config: AgentConfig, run: RunRecord, state: AgentState, inbox: Inbox, attempt: int, env: AgentEnv,
+    key: str | None = None,
+) -> AgentStep:  # fmt: skip
     breach = await _budget_breach(config, run, state, env, before="model")
     if breach is not None:
         return _suspend(state, breach)
@@ -86,6 +93,7 @@ async def _decide(
     account = (
         await agent_reads.account(env.pool, run.workspace_id, run.account_id) if run.account_id else None
     )
+    recalled = await memory.recall(config, run, key, env) if key is not None else None
     inputs = ContextInputs(
         workflow=config.name,
         prompt=config.prompt,
@@ -99,6 +107,7 @@ async def _decide(
         tools=[*allowed_tools(config), *(schema.name for schema in mcp_offer)],
         now=datetime.now(UTC),
         limits=config.context,
+        memory=None if recalled is None or recalled.recollection.empty else recalled.recollection.render(),
     )
     messages = build_messages(inputs)
     provider, model = env.model(config.model)
@@ -115,6 +124,8 @@ async def _decide(
         "messages": len(messages),
         "chars": sum(len(m.content) for m in messages),
     }
+    if recalled is not None:
+        step_input["memory"] = recalled.shown()
     try:
         response = await provider.request(request)
     except ModelError as exc:
@@ -155,7 +166,10 @@ async def _decide(
         step_input,
         output,
         None,
-        Effects(usage=usage),
+        Effects(
+            usage=memory.with_usage(usage, recalled.usage if recalled else None),
+            memory_summary=recalled.summary if recalled else None,
+        ),
         consumes_inbox=True,
     )
 

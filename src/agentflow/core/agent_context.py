@@ -59,6 +59,8 @@ class ContextInputs:
         tools: the tool names the model may call.
         now: the current time.
         limits: how much history is shown verbatim.
+        memory: what the agent remembers of earlier runs, as the model reads it (None: no
+            memory, or nothing remembered yet).
     """
 
     workflow: str
@@ -73,6 +75,7 @@ class ContextInputs:
     tools: list[str]
     now: datetime
     limits: ContextLimits
+    memory: str | None = None
 
 
 @dataclass(frozen=True)
@@ -154,11 +157,19 @@ def _instructions(inputs: ContextInputs) -> str:
         parts.append("## Current plan\n" + _block(inputs.plan))
     if inputs.tasks:
         parts.append("## Tasks this run created (current state)\n" + _block(inputs.tasks))
+    if inputs.memory:
+        parts.append(inputs.memory)
     return "\n\n".join(parts)
 
 
 def _trigger_view(inputs: ContextInputs) -> Any:
-    trigger = inputs.trigger or {}
+    return trigger_view(inputs.trigger, inputs.payload)
+
+
+def trigger_view(trigger: dict[str, Any] | None, payload: Any) -> Any:
+    """What started a run, as the model is shown it: the event (topic, ids, data, a debounce
+    window's events), else the source and the input."""
+    trigger = trigger or {}
     event = trigger.get("event")
     if isinstance(event, dict):
         view = {k: event.get(k) for k in ("topic", "message_id", "account_id", "published_at") if k in event}
@@ -167,7 +178,7 @@ def _trigger_view(inputs: ContextInputs) -> Any:
         if isinstance(debounced, dict) and debounced.get("events"):
             view["window"] = debounced.get("events")
         return view
-    return {"source": trigger.get("source", "manual"), "data": inputs.payload}
+    return {"source": trigger.get("source", "manual"), "data": payload}
 
 
 def _summary(older: list[Iteration]) -> str:

@@ -31,6 +31,7 @@ from agentflow.core.agent_config import (
     HttpTool,
     Impact,
 )
+from agentflow.core.agent_memory import Memory
 from agentflow.core.durations import parse_duration
 from agentflow.core.errors import ConfigError
 from agentflow.core.graph.action_nodes import at_args_path, tool_as_http_request
@@ -142,6 +143,8 @@ class AgentConfig(WorkflowBase):
             or ``fail`` (at once, ``agent_no_action``).
         temperature / top_p / max_tokens: sampling for every decision (None: the vendor's
             default; ``max_tokens`` 2048).
+        memory: keep what the agent was told, said and did across runs, per key (see
+            ``agentflow.core.agent_memory``).
     """
 
     kind: Literal["agent"] = "agent"
@@ -162,6 +165,7 @@ class AgentConfig(WorkflowBase):
     temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, gt=0, le=1)
     max_tokens: int | None = Field(default=None, ge=1, le=200_000)
+    memory: Memory | None = None
 
     @field_validator("tools", "approvals")
     @classmethod

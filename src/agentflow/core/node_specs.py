@@ -89,6 +89,11 @@ class NodeSpec(BaseModel):
     """JSON Schema of the output on ``result`` (``ANY``: not known before it runs)."""
     literal_fields: ClassVar[frozenset[str]] = frozenset()
     """Fields of the kind that are never templates (a JSON Schema, say): not checked as such."""
+    attachable: ClassVar[bool] = False
+    """True: the kind can be attached to an ``agent`` node (seed 001's attached nodes), which
+    uses it itself; an attached node is no step of the graph's own sequence."""
+    attached_only: ClassVar[bool] = False
+    """True: the kind works only attached to an agent (a ``memory`` node), never in the graph."""
 
     id: str = Field(pattern=NODE_ID_PATTERN)
     type: str
@@ -106,6 +111,10 @@ class NodeSpec(BaseModel):
     def output_ports(self) -> tuple[str, ...]:
         """This node's output ports (a kind may derive them from its config)."""
         return self.port_names
+
+    def attachments(self) -> tuple[str, ...]:
+        """The ids of the nodes attached to this one (an agent's ``attach``; others none)."""
+        return ()
 
     def join_ready(self, fired: int, resolved: bool) -> bool:
         """For a kind that joins: whether it runs now, given how many incoming links fired

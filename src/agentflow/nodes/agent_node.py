@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentflow.core.graph.agent_nodes import AgentNode
+from agentflow.core.agent_memory import checked_key
+from agentflow.core.graph.agent_nodes import AgentNode, attached_memory
 from agentflow.core.node_specs import NodeSpec
 from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
@@ -27,5 +28,10 @@ class AgentNodeRunner(BaseRunner):
         assert isinstance(node, AgentNode)
         rendered = await env.render(node.prompt, node.id, "prompt")
         prompt = rendered if isinstance(rendered, str) else str(rendered)
-        shown = {"prompt": prompt}
-        return shown, NodeResult(output={"started": True}, child_state=node.child_state(prompt))
+        shown: dict[str, Any] = {"prompt": prompt}
+        memory = attached_memory(env.attached, node)
+        key = None
+        if memory is not None:
+            key = checked_key(await env.render(memory.key, memory.id, "key"))
+            shown["memory_key"] = key
+        return shown, NodeResult(output={"started": True}, child_state=node.child_state(prompt, key))

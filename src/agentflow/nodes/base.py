@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol
@@ -43,6 +44,7 @@ class NodeEnv:
         mcp: the worker's MCP connector (None: ``mcp_tool`` nodes connect without the worker's
             HTTP allow-list, so only public HTTP servers and stdio servers).
         mcp_servers: the run's workflow's ``mcp_servers``.
+        attached: the nodes the workflow's agent nodes attach, by id (not part of the graph).
         code: the worker's code sandbox (None: code steps are off, ``run_code_disabled``).
         credentials: the workspace credential store (None: nodes that name a credential fail
             with ``credentials_unavailable``).
@@ -63,6 +65,7 @@ class NodeEnv:
     asked: int | None = None
     mcp: McpConnector | None = None
     mcp_servers: tuple[McpServer, ...] = ()
+    attached: Mapping[str, NodeSpec] = field(default_factory=dict)
     code: CodeSandbox | None = None
     credentials: CredentialAccess | None = None
     workflows: WorkflowAccess | None = None

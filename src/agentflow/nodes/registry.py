@@ -58,8 +58,9 @@ def register_runner(runner: NodeRunner) -> NodeRunner:
 
 
 def runnable_kinds() -> list[str]:
-    """The node kinds this worker can both validate and run, by name."""
-    return sorted(kind for kind in NODE_SPECS if kind in RUNNERS)
+    """The node kinds this worker can both validate and run (or that work only attached to an
+    agent, which runs them itself), by name."""
+    return sorted(kind for kind in NODE_SPECS if kind in RUNNERS or NODE_SPECS[kind].attached_only)
 
 
 def node_kinds() -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ from agentflow.runtime import metrics
 from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.debouncer import close_windows
 from agentflow.runtime.reminders import ReminderScanner
-from agentflow.store import debounce, dispatch, events, requests, schedules
+from agentflow.store import debounce, dispatch, events, memory, requests, schedules
 from agentflow.store.database import UNAVAILABLE_ERRORS, Database, unavailable
 
 logger = logging.getLogger(__name__)
@@ -38,6 +38,8 @@ class Scheduler:
         batch_size: schedules and windows handled per transaction.
         retention: prune events (every consumer has read) and dispatch decisions older than
             this many seconds, at start and then every ``PRUNE_EVERY`` seconds; None: never.
+            Agent memory past the retention its workflow declares is deleted at the same pace
+            whatever this is.
     """
 
     def __init__(
@@ -96,6 +98,13 @@ class Scheduler:
         await self.reminders.tick()  # task reminders, at most once per poll interval
         return started
 
+    async def expire_memory(self) -> int:
+        """Delete agent memory past its retention now; return how many messages went."""
+        deleted = await memory.expire(self.db.pool)
+        if deleted:
+            logger.info("retention: deleted %d expired memory message(s)", deleted)
+        return deleted
+
     async def prune(self) -> tuple[int, int]:
         """Apply retention now: return (events, decisions) deleted."""
         if self.retention is None:
@@ -113,8 +122,9 @@ class Scheduler:
             delay = self.poll_interval
             try:
                 await self.tick()
-                if self.retention is not None and time.monotonic() >= self._next_prune:
+                if time.monotonic() >= self._next_prune:
                     await self.prune()
+                    await self.expire_memory()
                     self._next_prune = time.monotonic() + PRUNE_EVERY
                 async with self.db.pool.acquire() as conn:
                     dues = [await schedules.seconds_to_next(conn), await debounce.seconds_to_next(conn)]

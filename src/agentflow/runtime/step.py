@@ -192,6 +192,7 @@ async def run_activation(
         http=tools_env.http,
         mcp=tools_env.mcp,
         mcp_servers=tuple(config.mcp_servers or ()),
+        attached=config.graph.attached,
         code=tools_env.code,
         credentials=tools_env.credentials,
         workflows=tools_env.workflows,

@@ -6,17 +6,24 @@ child as an agent run (``delegated_agent``): each decision and each tool call it
 checkpointed step, with the node's tools, budget and approvals. When the child ends the
 parent wakes and the node fires ``result`` with the agent's summary, or ``error`` with why it
 failed (see ``agentflow.core.loops``).
+
+Nodes listed in ``attach`` are the agent's own, not steps of the graph: a ``memory`` node
+gives it a history across runs (its key is rendered from the run's data when the node starts,
+into the child's state as ``agent_memory_key``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
 from agentflow.core.agent_config import Action, ApprovalPolicy, Budget, ContextLimits
+from agentflow.core.agent_memory import Memory
 from agentflow.core.agent_state import AgentState
 from agentflow.core.definitions import AgentConfig, StructuredConfig
+from agentflow.core.graph.memory_nodes import MemoryNode
 from agentflow.core.graph.model_nodes import MODEL_PATTERN
 from agentflow.core.mcp import McpServer
 from agentflow.core.node_specs import NodeSpec, register_node_spec
@@ -24,6 +31,7 @@ from agentflow.core.node_specs import NodeSpec, register_node_spec
 AGENT_NODE = "agent_node"
 """The state key that makes a child run an agent node's run."""
 AGENT_PROMPT = "agent_prompt"
+AGENT_MEMORY_KEY = "agent_memory_key"
 
 RESULT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -43,7 +51,7 @@ class AgentNode(NodeSpec):
 
     title: ClassVar[str] = "Agent"
     literal_fields: ClassVar[frozenset[str]] = frozenset(
-        {"actions", "budget", "context", "tools", "approvals", "approval", "mcp_servers"}
+        {"actions", "budget", "context", "tools", "approvals", "approval", "mcp_servers", "attach"}
     )
     result_schema: ClassVar[dict[str, Any]] = RESULT_SCHEMA
     child_poll_seconds: ClassVar[float] = 30.0
@@ -75,6 +83,13 @@ class AgentNode(NodeSpec):
     mcp_servers: list[McpServer] | None = Field(
         default=None, max_length=20, description="MCP servers whose tools it may call (<server>__<tool>)."
     )
+    attach: list[str] = Field(
+        default_factory=list, max_length=50, description="Ids of nodes attached to the agent: a memory node."
+    )
+
+    def attachments(self) -> tuple[str, ...]:
+        """The nodes this agent attaches (``attach``)."""
+        return tuple(self.attach)
 
     @model_validator(mode="after")
     def _as_agent(self) -> AgentNode:
@@ -86,9 +101,12 @@ class AgentNode(NodeSpec):
             raise ValueError(f"{where}: {first['msg']}") from None
         return self
 
-    def agent_config(self, workflow: str, prompt: str, base: StructuredConfig | None = None) -> AgentConfig:
+    def agent_config(
+        self, workflow: str, prompt: str, base: StructuredConfig | None = None, memory: Memory | None = None
+    ) -> AgentConfig:
         """The agent workflow this node runs, with ``prompt`` rendered (``base``: the graph's
-        workflow, whose retry policy and step timeout the node's own override)."""
+        workflow, whose retry policy and step timeout the node's own override; ``memory``: its
+        attached memory's settings)."""
         doc: dict[str, Any] = {
             "name": workflow,
             "kind": "agent",
@@ -105,15 +123,28 @@ class AgentNode(NodeSpec):
             "top_p": self.top_p,
             "max_tokens": self.max_tokens,
             "mcp_servers": self.mcp_servers,
+            "memory": memory,
         }
         retry = self.retry or (base.retry if base is not None else None)
         timeout = self.timeout or (base.timeout if base is not None else None)
         doc.update({k: v for k, v in (("retry", retry), ("timeout", timeout)) if v is not None})
         return AgentConfig.model_validate(doc)
 
-    def child_state(self, prompt: str) -> dict[str, Any]:
-        """The state a new agent child run starts with."""
-        return {AGENT_NODE: self.id, AGENT_PROMPT: prompt, **AgentState().to_json()}
+    def child_state(self, prompt: str, memory_key: str | None = None) -> dict[str, Any]:
+        """The state a new agent child run starts with (``memory_key``: its memory's key, rendered)."""
+        state = {AGENT_NODE: self.id, AGENT_PROMPT: prompt, **AgentState().to_json()}
+        if memory_key is not None:
+            state[AGENT_MEMORY_KEY] = memory_key
+        return state
+
+
+def attached_memory(attached: Mapping[str, NodeSpec], node: AgentNode) -> MemoryNode | None:
+    """The memory node ``node`` attaches, if any (``attached``: the graph's attached nodes)."""
+    for target in node.attach:
+        found = attached.get(target)
+        if isinstance(found, MemoryNode):
+            return found
+    return None
 
 
 def delegated_agent(config: StructuredConfig, state: dict[str, Any]) -> AgentConfig | None:
@@ -123,7 +154,9 @@ def delegated_agent(config: StructuredConfig, state: dict[str, Any]) -> AgentCon
         return None
     node = config.node(node_id)
     assert isinstance(node, AgentNode), f"{node_id!r} is not an agent node"
-    return node.agent_config(config.name, str(state.get(AGENT_PROMPT, node.prompt)), config)
+    memory = attached_memory(config.graph.attached, node)
+    settings = memory.settings() if memory is not None else None
+    return node.agent_config(config.name, str(state.get(AGENT_PROMPT, node.prompt)), config, settings)
 
 
 register_node_spec(AgentNode)

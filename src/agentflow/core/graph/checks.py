@@ -1,12 +1,14 @@
 """The rules a graph must pass to be published, each problem named by its config path.
 
-Checked in order: node ids, links (their ends and ports), the start, cycles, reachability,
-and what each node reads from ``input``. Later rules run only when the earlier ones pass,
+Checked in order: node ids, attached nodes (``agentflow.core.graph.attachments``), links
+(their ends and ports), the start, cycles, reachability, and what each node reads from
+``input``. Later rules run only when the earlier ones pass,
 so one mistake (a misspelt id) is reported once, not again as an unreachable node.
 """
 
 from __future__ import annotations
 
+from agentflow.core.graph.attachments import check_attachments
 from agentflow.core.graph.model import Graph, Link
 from agentflow.core.graph.schema_paths import can_have, keys_of
 from agentflow.core.node_specs import NodeSpec
@@ -20,6 +22,9 @@ TEMPLATE_FIELDS_EXCLUDED = {"id", "type", "name", "next", "retry", "timeout", "o
 
 def check_graph(graph: Graph, ids: list[str]) -> list[Problem]:
     """Every structural problem of ``graph`` (``ids``: the node ids in config order)."""
+    attached = check_attachments(graph, ids)
+    if attached:  # a misattached node would show again below as unlinked or unknown
+        return _check_ids(ids) + attached
     problems = _check_ids(ids) + _check_links(graph) + _check_start(graph)
     if problems:
         return problems

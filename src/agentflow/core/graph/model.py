@@ -10,10 +10,14 @@ A config writes links three ways, and all three become the same ``Link``:
 
 Each link remembers where the config wrote it (``edges[2]``, ``nodes[0].next``), so a
 problem found later names the place to fix.
+
+Nodes an ``agent`` node attaches (its ``attach`` list: a memory, tools) are kept apart: they
+are no part of the graph's own sequence, so list order skips them and no link may touch them.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -66,6 +70,8 @@ class Graph:
         links: every link, in the order the config states them.
         start: the explicit ``start``, else None.
         linear: the config declares no ``edges`` (list order links nodes).
+        attached: the nodes some node attaches, by id (not in ``nodes``; their places are in
+            ``paths`` too).
     """
 
     nodes: dict[str, NodeSpec]
@@ -73,6 +79,7 @@ class Graph:
     links: tuple[Link, ...]
     start: str | None
     linear: bool
+    attached: dict[str, NodeSpec] = field(default_factory=dict)
     _out: dict[str, list[Link]] = field(default_factory=dict, repr=False)
     _in: dict[str, list[Link]] = field(default_factory=dict, repr=False)
 
@@ -124,18 +131,25 @@ class Graph:
 
 def build_graph(nodes: Sequence[NodeSpec], edges: Sequence[Edge] | None, start: str | None) -> Graph:
     """The graph a config's ``nodes``, ``edges`` and ``start`` describe."""
+    attached_ids = {target for node in nodes for target in node.attachments()}
     by_id: dict[str, NodeSpec] = {}
+    attached: dict[str, NodeSpec] = {}
     paths: dict[str, str] = {}
     links: list[Link] = []
+    sequence: list[tuple[int, NodeSpec]] = []
     for index, node in enumerate(nodes):
-        by_id.setdefault(node.id, node)
         paths.setdefault(node.id, f"nodes[{index}]")
+        if node.id in attached_ids:
+            attached.setdefault(node.id, node)
+        else:
+            by_id.setdefault(node.id, node)
+            sequence.append((index, node))
         if node.next is not None:
             links.append(Link(node.id, "result", node.next, f"nodes[{index}].next"))
     for index, edge in enumerate(edges or ()):
         links.append(Link(edge.source, edge.port, edge.to, f"edges[{index}]"))
     if edges is None:
-        for index, node in enumerate(nodes[:-1]):
+        for (index, node), (_, following) in itertools.pairwise(sequence):
             if node.next is None and "result" in node.output_ports():
-                links.append(Link(node.id, "result", nodes[index + 1].id, f"nodes[{index}]"))
-    return Graph(by_id, paths, tuple(links), start, edges is None)
+                links.append(Link(node.id, "result", following.id, f"nodes[{index}]"))
+    return Graph(by_id, paths, tuple(links), start, edges is None, attached)
