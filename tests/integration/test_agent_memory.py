@@ -261,3 +261,53 @@ async def test_expired_memory_is_deleted_by_the_scheduler(engine: Engine) -> Non
     assert await Scheduler(engine.db).expire_memory() == 5
     assert await stored(engine, "Ann") == []
     assert len(await stored(engine, "Bob")) == 5, "what has not expired stays"
+
+
+async def _seed_turns(engine: Engine, key: str, count: int) -> None:
+    """``count`` messages of earlier runs on ``key``, as steps would have written them."""
+    await engine.db.pool.execute(
+        "INSERT INTO memory_messages (workspace_id, namespace, memory_key, run_id, step_seq, role,"
+        " content, expires_at)"
+        " SELECT (SELECT id FROM workspaces ORDER BY created_at LIMIT 1), 'remembering', $1,"
+        "        gen_random_uuid(), 0, (ARRAY['user', 'assistant', 'tool'])[1 + n % 3],"
+        "        'turn ' || lpad(n::text, 6, '0') || ': ' || repeat('x', 200), now() + interval '1 day'"
+        " FROM generate_series(1, $2) AS n",
+        key,
+        count,
+    )
+
+
+async def test_ten_thousand_turns_on_one_key_stay_linear_in_storage_and_bounded_in_context(
+    engine: Engine,
+) -> None:
+    per_message = []
+    for added, total in ((1_000, 1_000), (4_000, 5_000), (5_000, 10_000)):
+        await _seed_turns(engine, "Ann", added)
+        size = await engine.db.pool.fetchval(
+            "SELECT sum(pg_column_size(m.*)) FROM memory_messages m WHERE memory_key = 'Ann'"
+        )
+        per_message.append(size / total)
+    assert max(per_message) - min(per_message) < 1, f"bytes per message stay flat: {per_message}"
+    await engine.db.pool.execute("ANALYZE memory_messages")
+    plan = "\n".join(
+        r[0]
+        for r in await engine.db.pool.fetch(
+            "EXPLAIN SELECT seq FROM memory_messages WHERE workspace_id = (SELECT id FROM workspaces LIMIT 1)"
+            " AND namespace = 'remembering' AND memory_key = 'Ann' AND seq > 0"
+            " AND run_id <> gen_random_uuid() AND expires_at > now() ORDER BY seq DESC LIMIT 20"
+        )
+    )
+    assert "Index Scan Backward" in plan, f"the window is read from the index's end: {plan}"
+    model = Recorder()
+    await engine.publish_workflow(graph(memory={**MEMORY, "window": 20}))
+    await run_once(engine, model, "Ann", "the 10,001st turn")
+    memory = model.memory_section(0)
+    assert memory.count("\n- [") == 20, "the window, however long the history"
+    assert "Summary of older turns:" in memory
+    bound = 20 * 2_000 + 4_000 + 500
+    assert len(memory) < bound and len(model.decisions[0].messages[0].content) < bound + 2_000
+    first, second = model.summaries  # one per decision while a backlog is left
+    assert first.messages[1].content.count("\n- [") == 4 * 20, "a summary folds at most four windows"
+    assert "turn 000001" in first.messages[1].content, "oldest first"
+    assert "turn 000081" in second.messages[1].content and "turn 000080" not in second.messages[1].content
+    assert "summary #1" in second.messages[1].content, "each summary folds the one before"
