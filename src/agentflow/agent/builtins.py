@@ -206,9 +206,23 @@ def wait(ctx: CallContext, args: dict[str, Any]) -> ToolOutcome:
     return ToolOutcome(result=result, wait_until=wake_at, wake_on_event=on_event)
 
 
+def complete_schema(output_schema: dict[str, Any] | None) -> ToolSchema:
+    """The ``complete`` tool as offered: with an ``output_schema``, it also takes ``data``."""
+    plain = SCHEMAS["complete"]
+    if output_schema is None:
+        return plain
+    parameters = {
+        **plain.parameters,
+        "properties": {**plain.parameters["properties"], "data": output_schema},
+        "required": ["summary", "data"],
+    }
+    description = plain.description + " Give the result as `data`, which must match its schema."
+    return ToolSchema("complete", description, parameters)
+
+
 def complete(ctx: CallContext, args: dict[str, Any]) -> ToolOutcome:
-    """End the run with a summary."""
-    return ToolOutcome(result={"completed": True}, complete=str(args["summary"]))
+    """End the run with a summary (and ``data``, checked against the output schema already)."""
+    return ToolOutcome(result={"completed": True}, complete=str(args["summary"]), data=args.get("data"))
 
 
 def _due(now: datetime, args: dict[str, Any]) -> datetime | ToolOutcome | None:

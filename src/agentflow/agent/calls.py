@@ -63,6 +63,7 @@ class ToolOutcome:
         plan: the run's new plan.
         wait_until / wake_on_event: the run sleeps until then (or until a delivery).
         complete: the run completes with this summary.
+        data: what ``complete`` gave as ``data`` (a workflow with an ``output_schema``).
         refused: the call was refused (not allowed, bad arguments, rejected).
     """
 
@@ -73,6 +74,7 @@ class ToolOutcome:
     wait_until: datetime | None = None
     wake_on_event: bool = True
     complete: str | None = None
+    data: Any = None
     refused: bool = False
 
 

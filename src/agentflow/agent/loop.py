@@ -216,6 +216,10 @@ async def _act(
             outcome = toolbox.check(ctx, arguments)
         else:
             outcome = gate
+    if outcome is not None and call.name == "complete" and config.output_schema is not None:
+        if state.invalid_outputs >= config.output_retries:
+            return _output_invalid(state, call, outcome, step_input)
+        state = replace(state, invalid_outputs=state.invalid_outputs + 1)
     if outcome is None:
         try:
             async with asyncio.timeout(config.timeout.total_seconds()):
@@ -249,7 +253,7 @@ def _acted(state: AgentState, call: ToolCall, outcome: ToolOutcome, step_input: 
         if after.pending:
             output["skipped"] = [c.to_json() for c in after.pending]
         done = AgentState(**{**after.__dict__, "pending": (), "phase": "decide"})
-        result = _result(done, outcome.complete)
+        result = _result(done, outcome.complete, outcome.data)
         transition = Transition(RunStatus.COMPLETED, done.to_json(), "completed", output=result)
     elif outcome.wait_until is not None:
         reason = AWAITING_EVENT if outcome.wake_on_event else "timer"
@@ -318,7 +322,7 @@ def _failed(
     return AgentStep(transition, kind, name, step_input, None, info, NO_EFFECTS)
 
 
-def _result(state: AgentState, summary: str) -> dict[str, Any]:
+def _result(state: AgentState, summary: str, data: Any = None) -> dict[str, Any]:
     result: dict[str, Any] = {
         "summary": summary,
         "model_calls": state.model_calls,
@@ -326,4 +330,25 @@ def _result(state: AgentState, summary: str) -> dict[str, Any]:
     }
     if state.plan is not None:
         result["plan"] = state.plan
+    if data is not None:
+        result["data"] = data
     return result
+
+
+def _output_invalid(state: AgentState, call: ToolCall, outcome: ToolOutcome, step_input: Any) -> AgentStep:
+    """The model kept completing with data that breaks the output schema: the run fails."""
+    problem = outcome.result.get("error", {}).get("message", "") if isinstance(outcome.result, dict) else ""
+    tries = state.invalid_outputs + 1
+    info = ErrorInfo(
+        "output_invalid",
+        f"the agent completed {tries} time(s) with data that breaks output_schema: {problem}"[:2000],
+        {"attempts": tries, "problems": problem[:2000]},
+        "Describe the expected data in the prompt, simplify output_schema, raise output_retries, "
+        "or use a model that follows JSON Schemas; then retry the run.",
+    )
+    done = state.after_call(refused=True)
+    transition = Transition(
+        RunStatus.FAILED, done.to_json(), "completed", reason="output_invalid", error=info
+    )
+    output = {"call_id": call.id, "result": outcome.result, "refused": True}
+    return AgentStep(transition, TOOL_KIND, call.name, step_input, output, None, NO_EFFECTS)

@@ -42,10 +42,19 @@ def respond(request: ModelRequest) -> Message:
         said = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
         return Message("assistant", f"(scripted answer) {' '.join(said.split())[:300]}")
     tools = {t.name for t in request.tools}
-    calls = _decide(request, tools)
+    calls = [_with_data(request, name, args) for name, args in _decide(request, tools)]
     return Message(
         "assistant", "", tuple(ToolCall(f"call_{n}", name, args) for n, (name, args) in enumerate(calls))
     )
+
+
+def _with_data(request: ModelRequest, name: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A ``complete`` call with the ``data`` its schema asks for (a small value that fits)."""
+    if name != "complete" or "data" in args:
+        return name, args
+    offered = next((t for t in request.tools if t.name == "complete"), None)
+    wanted = (offered.parameters.get("properties") or {}).get("data") if offered is not None else None
+    return name, args if wanted is None else {**args, "data": example_of(wanted)}
 
 
 def _decide(request: ModelRequest, tools: set[str]) -> list[tuple[str, dict[str, Any]]]:

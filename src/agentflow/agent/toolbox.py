@@ -32,7 +32,7 @@ MAX_RESULT_CHARS = 16_000
 
 def tool_schemas(config: AgentConfig, registry: ToolRegistry) -> tuple[ToolSchema, ...]:
     """The schemas of every tool the workflow lets its model call."""
-    schemas = [builtins.SCHEMAS[name] for name in enabled_builtins(config)]
+    schemas = [_builtin(config, name) for name in enabled_builtins(config)]
     for name in config.tools:
         try:
             spec = registry.get(name)
@@ -108,9 +108,13 @@ async def run_call(ctx: CallContext, arguments: dict[str, Any]) -> ToolOutcome:
     return await _call_python(ctx, arguments)
 
 
+def _builtin(config: AgentConfig, name: str) -> ToolSchema:
+    return builtins.complete_schema(config.output_schema) if name == "complete" else builtins.SCHEMAS[name]
+
+
 def _schema(config: AgentConfig, registry: ToolRegistry, name: str) -> dict[str, Any] | None:
     if name in builtins.SCHEMAS:
-        return builtins.SCHEMAS[name].parameters
+        return _builtin(config, name).parameters
     for tool in config.http_tools:
         if tool.name == name:
             return tool.parameters

@@ -37,6 +37,7 @@ class AgentState:
         approval: the approval request the next call waits for (``id``, ``call_id``, ``hash``).
         nudges: answers in a row with text and no tool call (each told to use the tools).
         refused: tool calls in a row that were refused (unknown, bad arguments, failed).
+        invalid_outputs: ``complete`` calls whose ``data`` broke the workflow's output_schema.
     """
 
     phase: str = DECIDE
@@ -50,6 +51,7 @@ class AgentState:
     approval: dict[str, Any] | None = None
     nudges: int = 0
     refused: int = 0
+    invalid_outputs: int = 0
 
     @classmethod
     def from_json(cls, doc: dict[str, Any] | None) -> AgentState:
@@ -69,6 +71,7 @@ class AgentState:
             approval=agent.get("approval") if isinstance(agent.get("approval"), dict) else None,
             nudges=int(agent.get("nudges", 0)),
             refused=int(agent.get("refused", 0)),
+            invalid_outputs=int(agent.get("invalid_outputs", 0)),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -91,6 +94,8 @@ class AgentState:
             doc["nudges"] = self.nudges
         if self.refused:
             doc["refused"] = self.refused
+        if self.invalid_outputs:
+            doc["invalid_outputs"] = self.invalid_outputs
         return {"agent": doc}
 
     def after_decision(self, calls: tuple[ToolCall, ...], usage: Usage, usd: float) -> AgentState:

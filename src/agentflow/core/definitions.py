@@ -38,6 +38,7 @@ from agentflow.core.graph.action_nodes import at_args_path, tool_as_http_request
 from agentflow.core.graph.checks import TEMPLATE_FIELDS_EXCLUDED, check_graph, check_inputs
 from agentflow.core.graph.mcp_nodes import McpToolNode
 from agentflow.core.graph.model import Edge, Graph, build_graph
+from agentflow.core.graph.schema_paths import checked_object_schema
 from agentflow.core.mcp import SEPARATOR, McpServer, check_servers
 from agentflow.core.node_specs import NODE_SPECS, NodeSpec
 from agentflow.core.payload_format import FieldSpec, normalise
@@ -145,6 +146,9 @@ class AgentConfig(WorkflowBase):
             default; ``max_tokens`` 2048).
         memory: keep what the agent was told, said and did across runs, per key (see
             ``agentflow.core.agent_memory``).
+        output_schema: JSON Schema (an object) of the ``data`` the agent must give ``complete``;
+            a call whose ``data`` breaks it is sent back with what is wrong, ``output_retries``
+            times, then the run fails with ``output_invalid``. The run's output carries ``data``.
     """
 
     kind: Literal["agent"] = "agent"
@@ -166,6 +170,13 @@ class AgentConfig(WorkflowBase):
     top_p: float | None = Field(default=None, gt=0, le=1)
     max_tokens: int | None = Field(default=None, ge=1, le=200_000)
     memory: Memory | None = None
+    output_schema: dict[str, Any] | None = None
+    output_retries: int = Field(default=2, ge=0, le=5)
+
+    @field_validator("output_schema")
+    @classmethod
+    def _output_schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return checked_object_schema(value, "output_schema", " (wrap a list in a property)")
 
     @field_validator("tools", "approvals")
     @classmethod

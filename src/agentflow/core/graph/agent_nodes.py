@@ -51,7 +51,17 @@ class AgentNode(NodeSpec):
 
     title: ClassVar[str] = "Agent"
     literal_fields: ClassVar[frozenset[str]] = frozenset(
-        {"actions", "budget", "context", "tools", "approvals", "approval", "mcp_servers", "attach"}
+        {
+            "actions",
+            "budget",
+            "context",
+            "tools",
+            "approvals",
+            "approval",
+            "mcp_servers",
+            "attach",
+            "output_schema",
+        }
     )
     result_schema: ClassVar[dict[str, Any]] = RESULT_SCHEMA
     child_poll_seconds: ClassVar[float] = 30.0
@@ -83,6 +93,15 @@ class AgentNode(NodeSpec):
     mcp_servers: list[McpServer] | None = Field(
         default=None, max_length=20, description="MCP servers whose tools it may call (<server>__<tool>)."
     )
+    output_schema: dict[str, Any] | None = Field(
+        default=None, description="JSON Schema (type object) of the 'data' the agent must complete with."
+    )
+    output_retries: int = Field(
+        default=2,
+        ge=0,
+        le=5,
+        description="Times a complete call breaking output_schema is sent back.",
+    )
     attach: list[str] = Field(
         default_factory=list, max_length=50, description="Ids of nodes attached to the agent: a memory node."
     )
@@ -90,6 +109,13 @@ class AgentNode(NodeSpec):
     def attachments(self) -> tuple[str, ...]:
         """The nodes this agent attaches (``attach``)."""
         return tuple(self.attach)
+
+    def declared_schema(self, port: str) -> dict[str, Any]:
+        """The agent's result, with ``data`` shaped by ``output_schema`` when set."""
+        if self.output_schema is None:
+            return self.result_schema
+        properties = {**RESULT_SCHEMA["properties"], "data": self.output_schema}
+        return {**RESULT_SCHEMA, "properties": properties}
 
     @model_validator(mode="after")
     def _as_agent(self) -> AgentNode:
@@ -124,6 +150,8 @@ class AgentNode(NodeSpec):
             "max_tokens": self.max_tokens,
             "mcp_servers": self.mcp_servers,
             "memory": memory,
+            "output_schema": self.output_schema,
+            "output_retries": self.output_retries,
         }
         retry = self.retry or (base.retry if base is not None else None)
         timeout = self.timeout or (base.timeout if base is not None else None)
