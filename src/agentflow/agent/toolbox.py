@@ -13,13 +13,14 @@ from typing import Any
 
 import httpx
 
-from agentflow.agent import builtins, mcp_tools
+from agentflow.agent import builtins, mcp_tools, node_tools
 from agentflow.agent.calls import CallContext, ToolOutcome, refusal, schema_problems
 from agentflow.core.agent_config import HttpTool
 from agentflow.core.agent_state import allowed_tools, enabled_builtins
 from agentflow.core.chat import ToolSchema
 from agentflow.core.definitions import AgentConfig
 from agentflow.core.errors import StepFailure
+from agentflow.core.graph.agent_tools import offered_description, offered_parameters
 from agentflow.core.step_context import StepContext
 from agentflow.core.templating import render
 from agentflow.core.tools import ToolRegistry
@@ -40,6 +41,7 @@ def tool_schemas(config: AgentConfig, registry: ToolRegistry) -> tuple[ToolSchem
             continue  # refused when called: the worker lacks the module that defines it
         schemas.append(ToolSchema(name, spec.description or name, _schema_of(spec.args_model)))
     schemas += [ToolSchema(t.name, t.description or t.name, t.parameters) for t in config.http_tools]
+    schemas += [ToolSchema(n.id, offered_description(n), offered_parameters(n)) for n in config.node_tools]
     return tuple(schemas)
 
 
@@ -105,6 +107,9 @@ async def run_call(ctx: CallContext, arguments: dict[str, Any]) -> ToolOutcome:
     found = mcp_tools.resolve(ctx.config, name)
     if found is not None:
         return await mcp_tools.call(ctx, *found, arguments)
+    node = node_tools.node_tool(ctx, name)
+    if node is not None:
+        return await node_tools.call_node(ctx, node, arguments)
     return await _call_python(ctx, arguments)
 
 
@@ -118,6 +123,9 @@ def _schema(config: AgentConfig, registry: ToolRegistry, name: str) -> dict[str,
     for tool in config.http_tools:
         if tool.name == name:
             return tool.parameters
+    for node in config.node_tools:
+        if node.id == name:
+            return offered_parameters(node)
     try:
         return _schema_of(registry.get(name).args_model)
     except StepFailure:

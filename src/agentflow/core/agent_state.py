@@ -218,7 +218,8 @@ def enabled_builtins(config: AgentConfig) -> list[str]:
 
 def allowed_tools(config: AgentConfig) -> list[str]:
     """Every tool name the model may call in this workflow (its allow-list)."""
-    return enabled_builtins(config) + list(config.tools) + [t.name for t in config.http_tools]
+    names = enabled_builtins(config) + list(config.tools) + [t.name for t in config.http_tools]
+    return names + [node.id for node in config.node_tools]
 
 
 def needs_approval(config: AgentConfig, tool: str) -> bool:

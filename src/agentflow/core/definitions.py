@@ -19,6 +19,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.json_schema import SkipJsonSchema
 
 # Importing the node kinds' modules registers them (the registry is core.node_specs).
 from agentflow.core import safe_yaml
@@ -146,6 +147,8 @@ class AgentConfig(WorkflowBase):
             default; ``max_tokens`` 2048).
         memory: keep what the agent was told, said and did across runs, per key (see
             ``agentflow.core.agent_memory``).
+        node_tools: the action nodes an agent node attaches, offered as tools by their ids
+            (set by the node, never written in a config).
         output_schema: JSON Schema (an object) of the ``data`` the agent must give ``complete``;
             a call whose ``data`` breaks it is sent back with what is wrong, ``output_retries``
             times, then the run fails with ``output_invalid``. The run's output carries ``data``.
@@ -172,6 +175,15 @@ class AgentConfig(WorkflowBase):
     memory: Memory | None = None
     output_schema: dict[str, Any] | None = None
     output_retries: int = Field(default=2, ge=0, le=5)
+    node_tools: SkipJsonSchema[tuple[NodeSpec, ...]] = Field(default=(), exclude=True)
+
+    @field_validator("node_tools", mode="before")
+    @classmethod
+    def _node_tools(cls, value: Any) -> Any:
+        # Set only by an agent node from the action nodes it attaches, never by a config.
+        if not isinstance(value, tuple) or not all(isinstance(v, NodeSpec) for v in value):
+            raise ValueError("node_tools is not a config field: attach action nodes to an agent node")
+        return value
 
     @field_validator("output_schema")
     @classmethod
@@ -188,7 +200,7 @@ class AgentConfig(WorkflowBase):
 
     @model_validator(mode="after")
     def _unique_tools(self) -> AgentConfig:
-        names = [t.name for t in self.http_tools] + list(self.tools)
+        names = [t.name for t in self.http_tools] + list(self.tools) + [n.id for n in self.node_tools]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
             raise ValueError(f"tool name(s) {twice} are declared more than once")

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validat
 from agentflow.core.durations import parse_duration
 from agentflow.core.graph.event_waits import EVENT_SCHEMA, EventWait
 from agentflow.core.graph.output_params import MAX_PARAMS, OutputParam, params_schema
+from agentflow.core.graph.schema_paths import checked_object_schema
 from agentflow.core.retry import RetryPolicy
 from agentflow.core.state_definition import MAX_VARIABLES
 
@@ -116,6 +117,10 @@ class NodeSpec(BaseModel):
         """The ids of the nodes attached to this one (an agent's ``attach``; others none)."""
         return ()
 
+    def attachment_problems(self, attached: dict[str, NodeSpec]) -> list[str]:
+        """What is wrong with the nodes this one attaches, by kind's own rules (none by default)."""
+        return []
+
     def join_ready(self, fired: int, resolved: bool) -> bool:
         """For a kind that joins: whether it runs now, given how many incoming links fired
         and whether every one has fired or been skipped (by default: when all have)."""
@@ -145,7 +150,28 @@ class NodeSpec(BaseModel):
         return None if value is None else parse_duration(value)
 
 
-class ToolNode(NodeSpec):
+class AgentToolFields(BaseModel):
+    """The fields of an action node an agent can use as a tool (see
+    ``agentflow.core.graph.agent_tools``)."""
+
+    attachable: ClassVar[bool] = True
+
+    description: str | None = Field(
+        default=None, min_length=1, max_length=2000, description="What the tool does, for an agent's model."
+    )
+    parameters: dict[str, Any] | None = Field(
+        default=None,
+        description="JSON Schema of the arguments an agent's model gives ({{ args.x }} in templates); "
+        "default: one string per args.x the templates read.",
+    )
+
+    @field_validator("parameters")
+    @classmethod
+    def _parameters(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return checked_object_schema(value, "parameters")
+
+
+class ToolNode(AgentToolFields, NodeSpec):
     """Call a registered Python tool with templated arguments; its return value is the output."""
 
     title: ClassVar[str] = "Tool"

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
 from agentflow.core.credentials import NAME_PATTERN as CREDENTIAL_NAME
-from agentflow.core.node_specs import ANY, NodeSpec, register_node_spec
+from agentflow.core.node_specs import ANY, AgentToolFields, NodeSpec, register_node_spec
 
 MAX_URL = 8_000
 MAX_FIELDS = 100
@@ -98,7 +98,7 @@ def is_retryable_status(status: int) -> bool:
     return status in RETRYABLE_STATUSES or status >= 500
 
 
-class HttpRequestNode(NodeSpec):
+class HttpRequestNode(AgentToolFields, NodeSpec):
     """Send one HTTP request through the guarded HTTP client (allow-list, response size and
     time limits) and pass on ``{status, headers, body}``. Every value is a template. The
     step's idempotency key goes along as ``Idempotency-Key`` (unless ``headers`` sets one), the

@@ -14,15 +14,17 @@ into the child's state as ``agent_memory_key``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
-from agentflow.core.agent_config import Action, ApprovalPolicy, Budget, ContextLimits
+from agentflow.core.agent_config import TOOL_NAME_PATTERN, Action, ApprovalPolicy, Budget, ContextLimits
 from agentflow.core.agent_memory import Memory
 from agentflow.core.agent_state import AgentState
 from agentflow.core.definitions import AgentConfig, StructuredConfig
+from agentflow.core.graph.agent_tools import BUILTIN_TOOLS
 from agentflow.core.graph.memory_nodes import MemoryNode
 from agentflow.core.graph.model_nodes import MODEL_PATTERN
 from agentflow.core.mcp import McpServer
@@ -103,12 +105,31 @@ class AgentNode(NodeSpec):
         description="Times a complete call breaking output_schema is sent back.",
     )
     attach: list[str] = Field(
-        default_factory=list, max_length=50, description="Ids of nodes attached to the agent: a memory node."
+        default_factory=list,
+        max_length=50,
+        description="Ids of attached nodes: a memory, action nodes as tools.",
     )
 
     def attachments(self) -> tuple[str, ...]:
         """The nodes this agent attaches (``attach``)."""
         return tuple(self.attach)
+
+    def attachment_problems(self, attached: dict[str, NodeSpec]) -> list[str]:
+        """Attached action nodes are tools named by their ids: each id must be a tool name no
+        other tool of the agent has."""
+        problems = []
+        for node_id, node in attached.items():
+            if isinstance(node, MemoryNode):
+                continue
+            if not re.match(TOOL_NAME_PATTERN, node_id):
+                problems.append(
+                    f"{node_id!r} names the agent's tool: start with a letter; letters, digits, _ and -"
+                )
+            elif node_id in BUILTIN_TOOLS or node_id in self.tools:
+                problems.append(
+                    f"{node_id!r} is already one of the agent's tools: give the attached node another id"
+                )
+        return problems
 
     def declared_schema(self, port: str) -> dict[str, Any]:
         """The agent's result, with ``data`` shaped by ``output_schema`` when set."""
@@ -128,11 +149,16 @@ class AgentNode(NodeSpec):
         return self
 
     def agent_config(
-        self, workflow: str, prompt: str, base: StructuredConfig | None = None, memory: Memory | None = None
+        self,
+        workflow: str,
+        prompt: str,
+        base: StructuredConfig | None = None,
+        memory: Memory | None = None,
+        node_tools: tuple[NodeSpec, ...] = (),
     ) -> AgentConfig:
         """The agent workflow this node runs, with ``prompt`` rendered (``base``: the graph's
-        workflow, whose retry policy and step timeout the node's own override; ``memory``: its
-        attached memory's settings)."""
+        workflow, whose retry policy and step timeout the node's own override; ``memory`` and
+        ``node_tools``: its attached memory's settings and action nodes)."""
         doc: dict[str, Any] = {
             "name": workflow,
             "kind": "agent",
@@ -152,6 +178,7 @@ class AgentNode(NodeSpec):
             "memory": memory,
             "output_schema": self.output_schema,
             "output_retries": self.output_retries,
+            "node_tools": node_tools,
         }
         retry = self.retry or (base.retry if base is not None else None)
         timeout = self.timeout or (base.timeout if base is not None else None)
@@ -184,7 +211,13 @@ def delegated_agent(config: StructuredConfig, state: dict[str, Any]) -> AgentCon
     assert isinstance(node, AgentNode), f"{node_id!r} is not an agent node"
     memory = attached_memory(config.graph.attached, node)
     settings = memory.settings() if memory is not None else None
-    return node.agent_config(config.name, str(state.get(AGENT_PROMPT, node.prompt)), config, settings)
+    tools = tuple(
+        found
+        for target in node.attach
+        if (found := config.graph.attached.get(target)) is not None and not isinstance(found, MemoryNode)
+    )
+    prompt = str(state.get(AGENT_PROMPT, node.prompt))
+    return node.agent_config(config.name, prompt, config, settings, tools)
 
 
 register_node_spec(AgentNode)

@@ -37,6 +37,9 @@ def check_attachments(graph: Graph, ids: list[str]) -> list[Problem]:
             else:
                 owner[target] = node_id
                 kinds.setdefault(attached.type, target)
+        if not problems:
+            mine = {target: graph.attached[target] for target in node.attachments()}
+            problems += [{"path": where, "message": m} for m in node.attachment_problems(mine)]
         if node.attached_only and node_id not in graph.attached:
             message = f"a {node.type} node works only attached to an agent: list {node_id!r} in its 'attach'"
             problems.append({"path": graph.paths[node_id], "message": message})

@@ -16,7 +16,17 @@ from agentflow.core.templating.references import Path, template_reads
 
 Problem = dict[str, str]
 
-TEMPLATE_FIELDS_EXCLUDED = {"id", "type", "name", "next", "retry", "timeout", "output_params"}
+TEMPLATE_FIELDS_EXCLUDED = {
+    "id",
+    "type",
+    "name",
+    "next",
+    "retry",
+    "timeout",
+    "output_params",
+    "description",
+    "parameters",
+}
 """Node fields that are never templates; every other field may hold some."""
 
 

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from agentflow.core.mcp import SERVER_NAME_PATTERN
-from agentflow.core.node_specs import NodeSpec, register_node_spec
+from agentflow.core.node_specs import AgentToolFields, NodeSpec, register_node_spec
 
 RESULT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -30,7 +30,7 @@ RESULT_SCHEMA: dict[str, Any] = {
 }
 
 
-class McpToolNode(NodeSpec):
+class McpToolNode(AgentToolFields, NodeSpec):
     """Call ``tool`` of the MCP server ``server`` with ``args`` (values may be templates)."""
 
     title: ClassVar[str] = "MCP tool"

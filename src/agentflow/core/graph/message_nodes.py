@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, JsonValue, model_validator
 
 from agentflow.core.graph.action_nodes import rendered_url_problem
-from agentflow.core.node_specs import NodeSpec, register_node_spec
+from agentflow.core.node_specs import AgentToolFields, NodeSpec, register_node_spec
 from agentflow.core.templating import has_templates
 
 MAX_RECIPIENT = 2_000
@@ -45,7 +45,7 @@ def recipient_problem(channel: str, recipient: str) -> str | None:
     return None
 
 
-class SendMessageNode(NodeSpec):
+class SendMessageNode(AgentToolFields, NodeSpec):
     """Send one message by email, Slack, in-app notification or webhook. The step's checkpoint
     writes it to the notification outbox exactly once; the notifier delivers it afterwards,
     retrying until it is through, with the notification's id (the same on every attempt of the
