@@ -52,6 +52,7 @@ from agentflow.nodes.workflow_access import refuse_unknown_children
 from agentflow.oauth2_consents import Consents
 from agentflow.people import Directory
 from agentflow.reports import Reports
+from agentflow.run_streams import RunStreams
 from agentflow.runtime import metrics
 from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.gatekeeper import EventGate
@@ -84,6 +85,7 @@ class Engine:
         self.accounts = AccountBook(db)
         self.people = Directory(db)
         self.memory = Memories(db)
+        self.streams = RunStreams(db)
         self.reports = Reports(db)
         self.keys = AccessKeys(db)
         self.governance = Governance(db, self._configs)

@@ -69,7 +69,7 @@ class Reports:
             )
         workflow_id = await self._workflow_id(workflow, workspace_id) if workflow is not None else None
         scope = await reports.workflows_in_scope(self.db.pool, workspace_id, workflow_id)
-        if workflow_id is not None and (not scope or scope[0].kind != "agent"):
+        if workflow_id is not None and (not scope or scope[0].kind not in ("agent", "employee")):
             name = scope[0].name if scope else str(workflow)
             raise ConfigError(
                 "workflow_not_agent",

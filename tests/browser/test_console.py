@@ -219,6 +219,8 @@ async def test_the_run_page_follows_the_run_through_its_stream(engine: Engine, b
         await expect(page.locator("#run-status [data-status]")).to_have_attribute(
             "data-status", "waiting", timeout=20_000
         )
+        # The run waits for this event (not a timer), so a slow page load cannot miss the wait.
+        await engine.events.publish([{"topic": "nap.over", "message_id": "wake-1", "data": {}}])
         await expect(page.locator("#run-status [data-status]")).to_have_attribute(
             "data-status", "completed", timeout=20_000
         )
@@ -231,6 +233,6 @@ async def test_the_run_page_follows_the_run_through_its_stream(engine: Engine, b
 NAPPER_YAML = """name: napper
 kind: structured
 nodes:
-  - {id: nap, type: wait, duration: 1.5s}
+  - {id: nap, type: wait, duration: 120s, for_event: {topic: nap.over}}
   - {id: end, type: finish, output: rested}
 """

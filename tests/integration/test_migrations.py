@@ -70,6 +70,16 @@ DECLARED_COLUMNS = {
         "id", "workspace_id", "name", "kind", "metadata", "secret", "secret_fields", "token_expires_at", "version",
         "refresh_owner", "refresh_until", "created_at", "updated_at",
     },
+    "memory_messages": {
+        "workspace_id", "namespace", "memory_key", "seq", "run_id", "step_seq", "role", "content",
+        "created_at", "expires_at",
+    },
+    "memory_summaries": {
+        "workspace_id", "namespace", "memory_key", "through_seq", "summary", "updated_at", "expires_at",
+    },
+    "run_deltas": {
+        "workspace_id", "run_id", "step_seq", "attempt", "kind", "data", "xid", "seq", "created_at",
+    },
     "oauth2_consents": {
         "state_hash", "workspace_id", "credential_name", "redirect_uri", "verifier", "expires_at", "created_at",
     },

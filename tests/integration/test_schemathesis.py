@@ -86,10 +86,14 @@ COVERED_ELSEWHERE = ["POST /api/credentials", "PUT /api/credentials/{name}"]
 the five credential kinds make some 660 coverage cases (~50 s on 2 cores). The fuzzing and
 stateful phases still send them; tests/integration/test_credentials_api.py sends the refused
 values (and tests/unit/test_credentials_core.py checks each field's)."""
-NOT_FUZZED = ["GET /api/ai/workflows/{workflow_id}/runs/{run_id}/stream"]
+NOT_FUZZED = [
+    "GET /api/ai/workflows/{workflow_id}/runs/{run_id}/stream",
+    "GET /api/runs/{run_id}/stream",
+]
 """Operations schemathesis does not send: a run's event stream stays open while the run lives
 (runs here never end: no worker), so every case would wait out the request timeout.
-tests/integration/test_run_stream.py follows a stream to its run's end, and its 404s."""
+tests/integration/test_run_stream.py and test_run_events_stream.py follow streams to their runs'
+ends, and their 404s and 422s."""
 ACCEPTED = ["2xx", "3xx", "401", "403", "404", "409", "429"]
 """positive_data_acceptance's default expected statuses, without its tolerance of 5xx."""
 

@@ -12,6 +12,7 @@ messages, Gemini ``generateContent``, including tool calls and usage with cached
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections import deque
 from collections.abc import AsyncIterator
@@ -44,12 +45,14 @@ class Recorded:
 
 @dataclass(frozen=True)
 class Reply:
-    """One answer: a status, a JSON body and headers; ``hang`` never answers (until teardown)."""
+    """One answer: a status, a JSON body and headers; ``hang`` never answers (until teardown);
+    ``events``: answer with these as server-sent ``data:`` lines (then ``[DONE]``) instead."""
 
     status: int = 200
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
     hang: bool = False
+    events: list[Any] | None = None
 
 
 class VendorServer:
@@ -111,6 +114,9 @@ class VendorServer:
             with suppress(TimeoutError):
                 await asyncio.wait_for(self._released.wait(), HANG_LIMIT)
             return JSONResponse({"error": {"message": "hung"}}, status_code=504)
+        if reply.events is not None:
+            lines = "".join(f"data: {json.dumps(event)}\n\n" for event in reply.events) + "data: [DONE]\n\n"
+            return Response(lines, status_code=reply.status, media_type="text/event-stream")
         return JSONResponse(reply.body, status_code=reply.status, headers=reply.headers)
 
 
@@ -176,6 +182,39 @@ def openai_completion(
             "completion_tokens_details": {"reasoning_tokens": 0},
         },
     }
+
+
+def openai_chunks(
+    texts: list[str],
+    tool_calls: list[tuple[str, str, list[str]]] | None = None,
+    *,
+    prompt_tokens: int = 10,
+    completion_tokens: int = 5,
+    model: str = "gpt-4o-mini-2024-07-18",
+) -> list[dict[str, Any]]:
+    """A streamed ``chat.completion.chunk`` sequence: one chunk per text, then each tool call
+    (id, name, its arguments JSON in pieces), the finish, and a last chunk with the usage."""
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {
+            "id": "chatcmpl-stream",
+            "object": "chat.completion.chunk",
+            "created": 1_700_000_000,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+
+    found = [chunk({"role": "assistant", "content": ""})]
+    found += [chunk({"content": text}) for text in texts]
+    for index, (cid, name, pieces) in enumerate(tool_calls or ()):
+        start = {"index": index, "id": cid, "type": "function", "function": {"name": name, "arguments": ""}}
+        found.append(chunk({"tool_calls": [start]}))
+        found += [chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]}) for p in pieces]
+    found.append(chunk({}, "tool_calls" if tool_calls else "stop"))
+    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+             "total_tokens": prompt_tokens + completion_tokens}  # fmt: skip
+    found.append({**chunk({}), "choices": [], "usage": usage})
+    return found
 
 
 def openai_error(message: str, type_: str, code: str | None = None) -> dict[str, Any]:

@@ -81,7 +81,7 @@ def test_unknown_node_kind_is_named_with_the_known_ones() -> None:
     assert errors == [
         {
             "path": "nodes[1].type",
-            "message": "unknown node type 'teleport'; known: agent, condition, filter, finish, for_each, http_request, llm, mapping, mcp_tool, memory, merge, run_code, run_workflow, send_message, sort, split, tool, user_input, wait, wait_callback",
+            "message": "unknown node type 'teleport'; known: agent, condition, filter, finish, for_each, http_request, llm, mapping, mcp_tool, memory, merge, run_code, run_employee, run_workflow, send_message, sort, split, tool, user_input, wait, wait_callback",
         }
     ]
 

@@ -41,9 +41,11 @@ from agentflow.core.inbox import AWAITING_EVENT, Inbox
 from agentflow.core.planner import Transition
 from agentflow.core.records import RunRecord
 from agentflow.core.statuses import RunStatus
+from agentflow.llm import streaming
 from agentflow.llm.base import ModelError
 from agentflow.store import agent_reads
 from agentflow.store.checkpoints import NO_EFFECTS, Effects, ModelUsage
+from agentflow.store.run_deltas import DeltaWriter
 
 MAX_CALLS_PER_DECISION = 16
 MAX_NUDGES = 1
@@ -71,16 +73,17 @@ async def next_step(
     if state.phase == "act" and state.pending:
         step = await _act(config, run, state, attempt, seq, token, env)
     else:
-        step = await _decide(config, run, state, inbox, attempt, env, key)
+        step = await _decide(config, run, state, inbox, (seq, attempt), env, key)
     if key is not None:
         step = memory.remember(config, run, state_doc, key, step)
     return AgentStep(**{**step.__dict__, "duration": time.monotonic() - started})
 
 
 async def _decide(
-    config: AgentConfig, run: RunRecord, state: AgentState, inbox: Inbox, attempt: int, env: AgentEnv,
-    key: str | None = None,
+    config: AgentConfig, run: RunRecord, state: AgentState, inbox: Inbox, position: tuple[int, int],
+    env: AgentEnv, key: str | None = None,
 ) -> AgentStep:  # fmt: skip
+    seq, attempt = position
     breach = await _budget_breach(config, run, state, env, before="model")
     if breach is not None:
         return _suspend(state, breach)
@@ -126,13 +129,17 @@ async def _decide(
     }
     if recalled is not None:
         step_input["memory"] = recalled.shown()
+    sink = DeltaWriter(env.pool, run.workspace_id, run.id, seq, attempt) if config.stream else None
     try:
-        response = await provider.request(request)
+        response = await streaming.ask(provider, request, sink)
     except ModelError as exc:
         info = ErrorInfo(exc.code, exc.message, {"provider": provider.name, "model": model, **exc.details})
         return _failed(
             config, state, attempt, info, exc.retryable, DECIDE_KIND, f"{provider.name}:{model}", step_input
         )
+    finally:
+        if sink is not None:
+            await sink.close()
     calls = tuple(
         ToolCall(c.id or f"call_{n}", c.name, c.arguments)
         for n, c in enumerate(response.message.tool_calls[:MAX_CALLS_PER_DECISION])

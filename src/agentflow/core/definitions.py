@@ -147,6 +147,7 @@ class AgentConfig(WorkflowBase):
             default; ``max_tokens`` 2048).
         memory: keep what the agent was told, said and did across runs, per key (see
             ``agentflow.core.agent_memory``).
+        stream: stream each decision's text to the run's stream while the model writes it.
         node_tools: the action nodes an agent node attaches, offered as tools by their ids
             (set by the node, never written in a config).
         output_schema: JSON Schema (an object) of the ``data`` the agent must give ``complete``;
@@ -175,6 +176,7 @@ class AgentConfig(WorkflowBase):
     memory: Memory | None = None
     output_schema: dict[str, Any] | None = None
     output_retries: int = Field(default=2, ge=0, le=5)
+    stream: bool = False
     node_tools: SkipJsonSchema[tuple[NodeSpec, ...]] = Field(default=(), exclude=True)
 
     @field_validator("node_tools", mode="before")
@@ -267,8 +269,22 @@ class StructuredConfig(WorkflowBase):
         return [link.source for link in self.graph.incoming(node_id)]
 
 
-WorkflowConfig = Annotated[AgentConfig | StructuredConfig, Field(discriminator="kind")]
-_ADAPTER: TypeAdapter[AgentConfig | StructuredConfig] = TypeAdapter(WorkflowConfig)
+class EmployeeConfig(AgentConfig):
+    """An AI teammate (seed 002 ``employee``): an agent with a persona that other workflows hand
+    assignments to (``run_employee``), people chat with, and schedules remind. It runs as an
+    agent run; ``prompt`` is its persona and standing instructions, and what it is asked comes
+    as the run's input (``assignment``, ``attachments``, ``message``).
+
+    Attributes:
+        title: its role, for people and other agents (``Customer success associate``).
+    """
+
+    kind: Literal["employee"] = "employee"  # type: ignore[assignment]
+    title: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+WorkflowConfig = Annotated[AgentConfig | StructuredConfig | EmployeeConfig, Field(discriminator="kind")]
+_ADAPTER: TypeAdapter[AgentConfig | StructuredConfig | EmployeeConfig] = TypeAdapter(WorkflowConfig)
 
 
 def parse_config_text(text: str, source: str = "config") -> AgentConfig | StructuredConfig:
@@ -413,7 +429,7 @@ def _check_mcp_nodes(config: StructuredConfig, errors: list[dict[str, str]]) -> 
 def _pydantic_errors(exc: ValidationError, prefix: str) -> list[dict[str, str]]:
     out = []
     for err in exc.errors(include_url=False):
-        loc = [str(p) for p in err["loc"] if p not in ("agent", "structured")]
+        loc = [str(p) for p in err["loc"] if p not in ("agent", "structured", "employee")]
         path = prefix
         for part in loc:
             path += f"[{part}]" if part.isdigit() else (f".{part}" if path else part)

@@ -113,7 +113,7 @@ class NodeSpec(BaseModel):
         """This node's output ports (a kind may derive them from its config)."""
         return self.port_names
 
-    def attachments(self) -> tuple[str, ...]:
+    def attached_ids(self) -> tuple[str, ...]:
         """The ids of the nodes attached to this one (an agent's ``attach``; others none)."""
         return ()
 

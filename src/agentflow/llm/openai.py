@@ -34,7 +34,9 @@ from agentflow.llm.http_failures import (
     error_for_timeout,
 )
 from agentflow.llm.httpx_bridge import bridged_client
+from agentflow.llm.openai_stream import StreamedAnswer
 from agentflow.llm.retrying import call_with_retries, retry_after_seconds
+from agentflow.llm.streaming import TextSink
 
 VENDOR = Vendor("openai", "AGENTFLOW_OPENAI_API_KEY or OPENAI_API_KEY", "AGENTFLOW_OPENAI_BASE_URL")
 DEFAULT_EMBEDDING_MODEL = "text-embedding-3-small"
@@ -128,19 +130,49 @@ class OpenAIProvider:
         await self._client.close()
 
     async def _request_once(self, request: ModelRequest) -> ModelResponse:
-        limit = request.max_output_tokens
-        completion = await self._client.chat.completions.create(
-            model=request.model,
-            messages=[_message_param(m) for m in request.messages],
-            tools=[_tool_param(t) for t in request.tools] if request.tools else openai.omit,
-            response_format=_response_format(request.output_schema) if request.output_schema else openai.omit,
-            max_completion_tokens=limit if limit is not None and not self._compatible_server else openai.omit,
-            max_tokens=limit if limit is not None and self._compatible_server else openai.omit,
-            temperature=request.temperature if request.temperature is not None else openai.omit,
-            top_p=request.top_p if request.top_p is not None else openai.omit,
-            stop=list(request.stop) if request.stop else openai.omit,
-        )
+        completion = await self._client.chat.completions.create(**self._arguments(request))
         return self._response(request, completion)
+
+    async def stream(self, request: ModelRequest, sink: TextSink) -> ModelResponse:
+        """As ``request``, streaming the answer's text to ``sink`` as it comes (an attempt
+        that is retried starts the sink again).
+
+        Raises:
+            ModelError: every failure.
+        """
+        return await call_with_retries(
+            lambda: self._stream_once(request, sink),
+            max_retries=self._max_retries,
+            translate=lambda exc: self._translate(exc, request.model),
+            provider=self.name,
+        )
+
+    async def _stream_once(self, request: ModelRequest, sink: TextSink) -> ModelResponse:
+        sink.restart()
+        chunks = await self._client.chat.completions.create(
+            **self._arguments(request), stream=True, stream_options={"include_usage": True}
+        )
+        answer = StreamedAnswer(request.model)
+        async for chunk in chunks:
+            answer.add(chunk, sink)
+        return self._response(request, answer.completion())
+
+    def _arguments(self, request: ModelRequest) -> dict[str, Any]:
+        limit = request.max_output_tokens
+        omit = openai.omit
+        schema = request.output_schema
+        compatible = self._compatible_server
+        return {
+            "model": request.model,
+            "messages": [_message_param(m) for m in request.messages],
+            "tools": [_tool_param(t) for t in request.tools] if request.tools else omit,
+            "response_format": _response_format(schema) if schema else omit,
+            "max_completion_tokens": limit if limit is not None and not compatible else omit,
+            "max_tokens": limit if limit is not None and compatible else omit,
+            "temperature": request.temperature if request.temperature is not None else omit,
+            "top_p": request.top_p if request.top_p is not None else omit,
+            "stop": list(request.stop) if request.stop else omit,
+        }
 
     def _response(self, request: ModelRequest, completion: ChatCompletion) -> ModelResponse:
         if not completion.choices:

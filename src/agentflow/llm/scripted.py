@@ -17,9 +17,11 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import math
+import re
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,12 +29,15 @@ from typing import Any
 from agentflow.core.chat import Message, ModelRequest, ModelResponse, Usage
 from agentflow.llm.base import ModelError
 from agentflow.llm.decoding import parse_structured
+from agentflow.llm.streaming import TextSink
 
 Answer = Message | ModelResponse
 Respond = Callable[[ModelRequest], Answer | Awaitable[Answer]]
 ReplyFor = Message | Callable[[ModelRequest], Message]
 
 SCRIPTED_MODEL = "scripted"
+STREAM_CHUNK = re.compile(r"\s*\S+\s*|\s+")
+"""The pieces a scripted answer streams in: a word with the spaces around it."""
 
 
 @dataclass(frozen=True)
@@ -134,6 +139,16 @@ class ScriptedProvider:
             structured=structured,
             finish_reason="tool_calls" if answer.tool_calls else "stop",
         )
+
+    async def stream(self, request: ModelRequest, sink: TextSink) -> ModelResponse:
+        """As ``request``, feeding the answer's text to ``sink`` a few words at a time (as a
+        model writing it would)."""
+        sink.restart()
+        response = await self.request(request)
+        for chunk in STREAM_CHUNK.findall(response.message.content):
+            sink.text(chunk)
+            await asyncio.sleep(0)
+        return response
 
 
 def latest_user_text(request: ModelRequest) -> str:

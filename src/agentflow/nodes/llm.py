@@ -19,8 +19,10 @@ from agentflow.core.graph.model_nodes import LlmNode
 from agentflow.core.node_specs import NodeSpec
 from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
+from agentflow.llm import streaming
 from agentflow.llm.base import ModelError, ModelProvider
 from agentflow.llm.decoding import StructuredOutputError
+from agentflow.llm.streaming import TextSink
 from agentflow.nodes.base import BaseRunner, NodeEnv
 from agentflow.nodes.model_access import ModelAccess
 
@@ -66,7 +68,14 @@ class LlmRunner(BaseRunner):
                     solution="Raise the workspace's daily budget (agentflow budget set), "
                     "or wait for tomorrow (UTC), then retry the run.",
                 )  # fmt: skip
-            answer, said, problems = await _ask(provider, request, node, env, access, label)
+            sink = None
+            if node.stream and access.sinks is not None:
+                sink = access.sinks(ctx.workspace_id, ctx.run_id, ctx.step_seq, ctx.attempt)
+            try:
+                answer, said, problems = await _ask(provider, request, node, env, access, label, sink)
+            finally:
+                if sink is not None:
+                    await sink.close()
             if answer is not None and not problems:
                 return step_input, NodeResult(output=_output(answer, node, env, label))
             if asked == node.output_retries:
@@ -116,12 +125,12 @@ def _text(value: Any) -> str:
 
 async def _ask(
     provider: ModelProvider, request: ModelRequest, node: LlmNode, env: NodeEnv, access: ModelAccess,
-    label: str,
+    label: str, sink: TextSink | None = None,
 ) -> tuple[ModelResponse | None, str, list[str]]:  # fmt: skip
     """One call: its answer (None: not JSON), what the model wrote, and what is wrong with it
     (empty: usable)."""
     try:
-        response = await provider.request(request)
+        response = await streaming.ask(provider, request, sink)
     except StructuredOutputError as exc:  # not JSON at all: the model is told, like a schema break
         env.spent.append(Spend(label, exc.usage, access.prices.cost(request.model, exc.usage)))
         return None, exc.text, ["the answer is not JSON"]

@@ -9,6 +9,7 @@ from uuid import UUID
 from agentflow.core.errors import ErrorInfo
 from agentflow.core.pricing import PriceTable
 from agentflow.llm.base import ModelProvider
+from agentflow.store.run_deltas import DeltaWriter
 
 ModelResolver = Callable[[str | None], tuple[ModelProvider, str]]
 """Turns a ``model`` (``provider:model`` or None for the default) into a provider and the
@@ -16,6 +17,9 @@ vendor's model name; never raises (a model that cannot be built answers with its
 
 BudgetCheck = Callable[[UUID], Awaitable[ErrorInfo | None]]
 """Whether a workspace has used up today's model budget: the reason, else None."""
+
+SinkFactory = Callable[[UUID, UUID, int, int], DeltaWriter]
+"""Makes the sink a streaming step writes its model's text to: (workspace, run, step, attempt)."""
 
 
 @dataclass(frozen=True)
@@ -26,8 +30,11 @@ class ModelAccess:
         resolve: picks the provider of a node's ``model``.
         prices: USD per million tokens by model.
         over_budget: asked before each model call.
+        sinks: where a node that streams (``stream: true``) writes its model's text (None:
+            this worker streams nothing).
     """
 
     resolve: ModelResolver
     prices: PriceTable
     over_budget: BudgetCheck
+    sinks: SinkFactory | None = None

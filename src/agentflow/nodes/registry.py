@@ -18,6 +18,7 @@ from agentflow.nodes.looping import ForEachRunner
 from agentflow.nodes.mcp_tool import McpToolRunner
 from agentflow.nodes.merge import MergeRunner
 from agentflow.nodes.run_code import RunCodeRunner
+from agentflow.nodes.run_employee import RunEmployeeRunner
 from agentflow.nodes.run_workflow import RunWorkflowRunner
 from agentflow.nodes.send_message import SendMessageRunner
 from agentflow.nodes.tool import ToolRunner
@@ -46,6 +47,7 @@ RUNNERS: dict[str, NodeRunner] = {
         RunCodeRunner(),
         SendMessageRunner(),
         RunWorkflowRunner(),
+        RunEmployeeRunner(),
         WaitCallbackRunner(),
     )
 }

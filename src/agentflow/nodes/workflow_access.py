@@ -17,6 +17,7 @@ import asyncpg
 from agentflow.core.definitions import AgentConfig, StructuredConfig
 from agentflow.core.errors import ConfigError, StepFailure
 from agentflow.core.graph.child_nodes import RunWorkflowNode
+from agentflow.core.graph.employee_nodes import RunEmployeeNode
 from agentflow.core.records import VersionRecord
 from agentflow.store import reads, workflows
 
@@ -92,6 +93,8 @@ async def refuse_unknown_children(pool: asyncpg.Pool, workspace_id: UUID, config
     """
     errors: list[dict[str, str]] = []
     for index, node in enumerate(config.nodes):
+        if isinstance(node, RunEmployeeNode):
+            errors += await _employee_problems(pool, workspace_id, node, f"nodes[{index}].employee")
         if not isinstance(node, RunWorkflowNode) or node.workflow == config.name:
             continue
         found = await workflows.get_by_name(pool, workspace_id, node.workflow)
@@ -109,5 +112,23 @@ async def refuse_unknown_children(pool: asyncpg.Pool, workspace_id: UUID, config
             "config_invalid",
             f"{errors[0]['path']}: {errors[0]['message']}",
             details={"errors": errors},
-            solution="Publish the workflows a run_workflow node starts first (and not as drafts).",
+            solution="Publish what run_workflow and run_employee nodes start first (not as drafts).",
         )
+
+
+async def _employee_problems(
+    pool: asyncpg.Pool, workspace_id: UUID, node: RunEmployeeNode, path: str
+) -> list[dict[str, str]]:
+    found = await workflows.get_by_name(pool, workspace_id, node.employee)
+    if found is None:
+        return [{"path": path, "message": f"no employee named {node.employee!r} here"}]
+    if found.kind != "employee":
+        return [
+            {
+                "path": path,
+                "message": f"{node.employee!r} is a workflow of kind {found.kind}, not an employee",
+            }
+        ]
+    if found.draft:
+        return [{"path": path, "message": f"employee {node.employee!r} is a draft"}]
+    return []

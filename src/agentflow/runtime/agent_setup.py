@@ -21,6 +21,7 @@ from agentflow.nodes.model_access import ModelAccess
 from agentflow.nodes.threads import ToolThreads
 from agentflow.settings import Settings
 from agentflow.store.database import Database
+from agentflow.store.run_deltas import DeltaWriter
 
 logger = logging.getLogger(__name__)
 
@@ -86,4 +87,7 @@ def node_models(env: AgentEnv) -> ModelAccess:
             else ErrorInfo(breach.code, breach.message, breach.details, breach.solution)
         )
 
-    return ModelAccess(env.model, env.prices, over_budget)
+    def sink(workspace_id: UUID, run_id: UUID, step: int, attempt: int) -> DeltaWriter:
+        return DeltaWriter(env.pool, workspace_id, run_id, step, attempt)
+
+    return ModelAccess(env.model, env.prices, over_budget, sink)

@@ -7,9 +7,10 @@ from uuid import UUID
 
 import asyncpg
 
-from agentflow.core.definitions import AgentConfig, StructuredConfig, validate_config
+from agentflow.core.definitions import AgentConfig, EmployeeConfig, StructuredConfig, validate_config
 from agentflow.core.errors import NotFoundError
 from agentflow.core.graph.agent_nodes import AGENT_NODE, delegated_agent
+from agentflow.core.graph.employee_nodes import RESPONSE_SCHEMA
 from agentflow.core.records import RunRecord, VersionRecord
 from agentflow.store import workflows
 
@@ -37,8 +38,13 @@ class ConfigCache:
 
     async def for_run(self, run: RunRecord) -> AgentConfig | StructuredConfig:
         """The config ``run`` executes: its version's, or for the child run of an ``agent``
-        node, the agent config that node makes with the prompt it rendered."""
+        node, the agent config that node makes with the prompt it rendered (for an employee's
+        run from ``run_employee``, its version's with the assignment's response schema)."""
         config = await self.get(run.workspace_id, run.workflow_id, run.workflow_version)
+        schema = run.state.get(RESPONSE_SCHEMA)
+        if isinstance(config, EmployeeConfig) and isinstance(schema, dict):
+            # An assignment's response_schema is the shape of this run's answer.
+            return config.model_copy(update={"output_schema": schema})
         if not isinstance(config, StructuredConfig) or AGENT_NODE not in run.state:
             return config
         key = (

@@ -20,7 +20,7 @@ from agentflow.runtime import metrics
 from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.debouncer import close_windows
 from agentflow.runtime.reminders import ReminderScanner
-from agentflow.store import debounce, dispatch, events, memory, requests, schedules
+from agentflow.store import debounce, dispatch, events, memory, requests, run_deltas, schedules
 from agentflow.store.database import UNAVAILABLE_ERRORS, Database, unavailable
 
 logger = logging.getLogger(__name__)
@@ -38,8 +38,8 @@ class Scheduler:
         batch_size: schedules and windows handled per transaction.
         retention: prune events (every consumer has read) and dispatch decisions older than
             this many seconds, at start and then every ``PRUNE_EVERY`` seconds; None: never.
-            Agent memory past the retention its workflow declares is deleted at the same pace
-            whatever this is.
+            Agent memory past the retention its workflow declares, and streamed text older than
+            a day, are deleted at the same pace whatever this is.
     """
 
     def __init__(
@@ -105,6 +105,13 @@ class Scheduler:
             logger.info("retention: deleted %d expired memory message(s)", deleted)
         return deleted
 
+    async def expire_deltas(self) -> int:
+        """Delete streamed text older than a day (steps keep their results); return how many."""
+        deleted = await run_deltas.prune(self.db.pool)
+        if deleted:
+            logger.info("retention: deleted %d streamed piece(s) of text", deleted)
+        return deleted
+
     async def prune(self) -> tuple[int, int]:
         """Apply retention now: return (events, decisions) deleted."""
         if self.retention is None:
@@ -125,6 +132,7 @@ class Scheduler:
                 if time.monotonic() >= self._next_prune:
                     await self.prune()
                     await self.expire_memory()
+                    await self.expire_deltas()
                     self._next_prune = time.monotonic() + PRUNE_EVERY
                 async with self.db.pool.acquire() as conn:
                     dues = [await schedules.seconds_to_next(conn), await debounce.seconds_to_next(conn)]

@@ -53,6 +53,21 @@ async def list_steps(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID) -> li
     return [StepRecord.from_row(r) for r in rows]
 
 
+async def steps_after(
+    pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID, after_id: int, limit: int = 200
+) -> list[StepRecord]:
+    """A run's step attempts recorded after the one with ``after_id``, in the order they were
+    checkpointed (a run's checkpoints take its row lock first, so ids follow commits)."""
+    rows = await pool.fetch(
+        "SELECT * FROM run_steps WHERE workspace_id = $1 AND run_id = $2 AND id > $3 ORDER BY id LIMIT $4",
+        workspace_id,
+        run_id,
+        after_id,
+        limit,
+    )
+    return [StepRecord.from_row(r) for r in rows]
+
+
 async def step_outputs(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID) -> dict[str, Any]:
     """Outputs of a run's completed steps by node id (the latest when a node ran twice); a
     failure handled down an ``error`` port has its error as its output."""

@@ -130,7 +130,7 @@ async def workflows_in_scope(
         "SELECT w.id, w.name, w.kind, v.config FROM workflows w"
         " JOIN workflow_versions v ON v.workspace_id = w.workspace_id AND v.workflow_id = w.id"
         "  AND v.version = w.latest_version"
-        " WHERE w.workspace_id = $1 AND (w.id = $2 OR ($2::uuid IS NULL AND w.kind = 'agent'))"
+        " WHERE w.workspace_id = $1 AND (w.id = $2 OR ($2::uuid IS NULL AND w.kind IN ('agent', 'employee')))"
         " ORDER BY w.name",
         workspace_id,
         workflow_id,

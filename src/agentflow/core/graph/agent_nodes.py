@@ -104,13 +104,14 @@ class AgentNode(NodeSpec):
         le=5,
         description="Times a complete call breaking output_schema is sent back.",
     )
+    stream: bool = Field(default=False, description="Stream each decision's text to the run's stream.")
     attach: list[str] = Field(
         default_factory=list,
         max_length=50,
         description="Ids of attached nodes: a memory, action nodes as tools.",
     )
 
-    def attachments(self) -> tuple[str, ...]:
+    def attached_ids(self) -> tuple[str, ...]:
         """The nodes this agent attaches (``attach``)."""
         return tuple(self.attach)
 
@@ -179,6 +180,7 @@ class AgentNode(NodeSpec):
             "output_schema": self.output_schema,
             "output_retries": self.output_retries,
             "node_tools": node_tools,
+            "stream": self.stream,
         }
         retry = self.retry or (base.retry if base is not None else None)
         timeout = self.timeout or (base.timeout if base is not None else None)

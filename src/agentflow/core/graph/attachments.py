@@ -20,7 +20,7 @@ def check_attachments(graph: Graph, ids: list[str]) -> list[Problem]:
     for node_id, node in (*graph.nodes.items(), *graph.attached.items()):
         where = f"{graph.paths[node_id]}.attach"
         kinds: dict[str, str] = {}
-        for target in node.attachments():
+        for target in node.attached_ids():
             attached = graph.attached.get(target)
             if target not in known or attached is None:
                 problems.append({"path": where, "message": f"no node has id {target!r}"})
@@ -38,7 +38,7 @@ def check_attachments(graph: Graph, ids: list[str]) -> list[Problem]:
                 owner[target] = node_id
                 kinds.setdefault(attached.type, target)
         if not problems:
-            mine = {target: graph.attached[target] for target in node.attachments()}
+            mine = {target: graph.attached[target] for target in node.attached_ids()}
             problems += [{"path": where, "message": m} for m in node.attachment_problems(mine)]
         if node.attached_only and node_id not in graph.attached:
             message = f"a {node.type} node works only attached to an agent: list {node_id!r} in its 'attach'"

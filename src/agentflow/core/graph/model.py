@@ -131,7 +131,7 @@ class Graph:
 
 def build_graph(nodes: Sequence[NodeSpec], edges: Sequence[Edge] | None, start: str | None) -> Graph:
     """The graph a config's ``nodes``, ``edges`` and ``start`` describe."""
-    attached_ids = {target for node in nodes for target in node.attachments()}
+    attached_ids = {target for node in nodes for target in node.attached_ids()}
     by_id: dict[str, NodeSpec] = {}
     attached: dict[str, NodeSpec] = {}
     paths: dict[str, str] = {}

@@ -78,6 +78,9 @@ class LlmNode(NodeSpec):
     output_retries: int = Field(
         default=2, ge=0, le=5, description="Times an answer that breaks output_schema is sent back."
     )
+    stream: bool = Field(
+        default=False, description="Stream the answer's text to the run's stream while it is written."
+    )
 
     @field_validator("output_schema")
     @classmethod
