@@ -200,3 +200,14 @@ class Collected:
 
     def text(self, chunk: str) -> None:
         self.pieces.append(chunk)
+
+
+async def test_a_stream_without_usage_is_counted_by_estimate_not_as_free() -> None:
+    async with vendor_server() as server:
+        server.queue(Reply(events=openai_chunks(["Hello ", "Ann."], usage=False)))
+        provider = OpenAIProvider(api_key="sk-test", base_url=f"{server.url}/v1", timeout=5.0)
+        request = ModelRequest("local", (Message("user", "Greet Ann, please, in a few words."),))
+        response = await provider.stream(request, Collected())
+        await provider.aclose()
+    assert response.message.content == "Hello Ann."
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (9, 3), "characters / 4, rounded up"

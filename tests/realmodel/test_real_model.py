@@ -168,6 +168,37 @@ async def test_an_llm_node_on_the_real_model_completes_with_text_and_its_tokens(
     assert done.costs is not None and done.costs[0]["calls"] >= 1, why
 
 
+async def test_an_llm_node_streams_the_real_models_text_as_it_writes_it(
+    llama_server: RealModelServer, database_url: str
+) -> None:
+    async with local_engine(database_url, llama_server) as engine:
+        await engine.publish_workflow(
+            {
+                "name": "greet-live",
+                "kind": "structured",
+                "retry": QUICK_RETRY,
+                "nodes": [
+                    {"id": "ask", "type": "llm", "model": MODEL, "max_tokens": 48, "stream": True,
+                     "prompt": "Write a greeting for {{ payload.customer }}."},
+                    {"id": "done", "type": "finish", "output": "{{ input.text }}"},
+                ],
+            }
+        )  # fmt: skip
+        async with running_worker(engine):
+            run = await engine.start_run("greet-live", {"customer": "Ann"})
+            done = await until(engine, run.id, lambda r: r.status.is_terminal, RUN_TIMEOUT)
+        steps = await engine.list_steps(done.id)
+        events = [e async for e in engine.streams.follow(done, seconds=0.0) if e is not None]
+    why = describe(done, steps, llama_server)
+    assert done.status == "completed", why
+    step = next(s for s in steps if s.node_id == "ask" and s.status == "completed")
+    texts = [e.data["text"] for e in events if e.kind == "delta" and e.data["step"] == step.seq]
+    assert len(texts) > 1 or len(step.output["text"]) < 8, f"the text came in pieces: {texts}\n{why}"
+    assert "".join(texts) == step.output["text"], why
+    assert step.input_tokens > 0 and step.output_tokens > 0, f"a streamed call records its tokens\n{why}"
+    check_run_totals(done, steps, why)
+
+
 async def test_an_llm_node_with_an_output_schema_completes_with_valid_data_or_fails_with_a_reason(
     llama_server: RealModelServer, database_url: str
 ) -> None:

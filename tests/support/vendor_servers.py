@@ -191,9 +191,11 @@ def openai_chunks(
     prompt_tokens: int = 10,
     completion_tokens: int = 5,
     model: str = "gpt-4o-mini-2024-07-18",
+    usage: bool = True,
 ) -> list[dict[str, Any]]:
     """A streamed ``chat.completion.chunk`` sequence: one chunk per text, then each tool call
-    (id, name, its arguments JSON in pieces), the finish, and a last chunk with the usage."""
+    (id, name, its arguments JSON in pieces), the finish, and (with ``usage``, as OpenAI sends
+    when asked) a last chunk with the usage."""
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         return {
@@ -211,9 +213,10 @@ def openai_chunks(
         found.append(chunk({"tool_calls": [start]}))
         found += [chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]}) for p in pieces]
     found.append(chunk({}, "tool_calls" if tool_calls else "stop"))
-    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-             "total_tokens": prompt_tokens + completion_tokens}  # fmt: skip
-    found.append({**chunk({}), "choices": [], "usage": usage})
+    counted = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+               "total_tokens": prompt_tokens + completion_tokens}  # fmt: skip
+    if usage:
+        found.append({**chunk({}), "choices": [], "usage": counted})
     return found
 
 

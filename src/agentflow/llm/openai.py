@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -37,6 +38,7 @@ from agentflow.llm.httpx_bridge import bridged_client
 from agentflow.llm.openai_stream import StreamedAnswer
 from agentflow.llm.retrying import call_with_retries, retry_after_seconds
 from agentflow.llm.streaming import TextSink
+from agentflow.llm.usage_estimate import estimate_usage
 
 VENDOR = Vendor("openai", "AGENTFLOW_OPENAI_API_KEY or OPENAI_API_KEY", "AGENTFLOW_OPENAI_BASE_URL")
 DEFAULT_EMBEDDING_MODEL = "text-embedding-3-small"
@@ -155,7 +157,10 @@ class OpenAIProvider:
         answer = StreamedAnswer(request.model)
         async for chunk in chunks:
             answer.add(chunk, sink)
-        return self._response(request, answer.completion())
+        response = self._response(request, answer.completion())
+        if answer.usage is None:  # a server that reports no usage in streams: count what was spent
+            response = replace(response, usage=estimate_usage(request, response.message))
+        return response
 
     def _arguments(self, request: ModelRequest) -> dict[str, Any]:
         limit = request.max_output_tokens

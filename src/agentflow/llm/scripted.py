@@ -19,17 +19,18 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
-import math
 import re
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentflow.core.chat import Message, ModelRequest, ModelResponse, Usage
+from agentflow.core.chat import Message, ModelRequest, ModelResponse
 from agentflow.llm.base import ModelError
 from agentflow.llm.decoding import parse_structured
 from agentflow.llm.streaming import TextSink
+from agentflow.llm.usage_estimate import estimate_usage
+
+__all__ = ["SCRIPTED_MODEL", "Rule", "ScriptedProvider", "estimate_usage", "latest_user_text"]
 
 Answer = Message | ModelResponse
 Respond = Callable[[ModelRequest], Answer | Awaitable[Answer]]
@@ -154,22 +155,3 @@ class ScriptedProvider:
 def latest_user_text(request: ModelRequest) -> str:
     """The content of the last user message ("" when there is none)."""
     return next((m.content for m in reversed(request.messages) if m.role == "user"), "")
-
-
-def estimate_usage(request: ModelRequest, reply: Message) -> Usage:
-    """Tokens as ``ceil(characters / 4)``: a stable stand-in for a tokenizer.
-
-    Input counts every request message's content and the tool schemas (as compact JSON);
-    output counts the reply's content and its tool calls (as compact JSON). Nothing is cached.
-    """
-    schemas = sum(
-        len(_compact({"name": t.name, "description": t.description, "parameters": t.parameters}))
-        for t in request.tools
-    )
-    input_chars = sum(len(m.content) for m in request.messages) + schemas
-    output_chars = len(reply.content) + sum(len(_compact(call.to_json())) for call in reply.tool_calls)
-    return Usage(math.ceil(input_chars / 4), math.ceil(output_chars / 4), 0)
-
-
-def _compact(doc: dict[str, Any]) -> str:
-    return json.dumps(doc, sort_keys=True, separators=(",", ":"))
