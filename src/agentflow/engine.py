@@ -24,14 +24,8 @@ import asyncpg
 from agentflow.access import AccessKeys
 from agentflow.accounts import AccountBook
 from agentflow.core import planner, starts
-from agentflow.core.definitions import (
-    AgentConfig,
-    StructuredConfig,
-    config_document,
-    content_hash,
-    parse_config_text,
-    validate_config,
-)
+from agentflow.core.config_validation import config_document, content_hash, parse_config_text, validate_config
+from agentflow.core.definitions import AgentConfig, StructuredConfig
 from agentflow.core.errors import ConflictError, NotFoundError
 from agentflow.core.graph.code_nodes import refuse_code_steps
 from agentflow.core.ids import DEFAULT_WORKSPACE as DEFAULT_WORKSPACE

@@ -21,7 +21,8 @@ from uuid import UUID
 
 from agentflow.core.accounts import id_problem
 from agentflow.core.agent_config import Impact
-from agentflow.core.definitions import NAME_PATTERN, AgentConfig, validate_config
+from agentflow.core.config_validation import validate_config
+from agentflow.core.definitions import NAME_PATTERN, AgentConfig
 from agentflow.core.errors import AgentflowError, ConfigError, NotFoundError
 from agentflow.core.ids import DEFAULT_WORKSPACE
 from agentflow.core.reports import ImpactFigures, ImpactReport, combine, parse_period

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from agentflow.api.app import create_app
-from agentflow.core.definitions import parse_config_text
+from agentflow.core.config_validation import parse_config_text
 from agentflow.core.durations import MAX_DURATION, parse_duration
 from agentflow.core.errors import ConfigError
 from agentflow.engine import DEFAULT_WORKSPACE, Engine

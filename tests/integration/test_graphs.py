@@ -12,7 +12,7 @@ import pytest
 
 import tests.support.tools  # noqa: F401  (registers the tools)
 from agentflow.api.app import create_app
-from agentflow.core.definitions import content_hash
+from agentflow.core.config_validation import content_hash
 from agentflow.core.ids import DEFAULT_WORKSPACE
 from agentflow.core.node_specs import NODE_SPECS, NodeSpec, register_node_spec
 from agentflow.core.planner import NodeResult

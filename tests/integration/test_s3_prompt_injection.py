@@ -21,7 +21,7 @@ import pytest
 import tests.support.tools  # noqa: F401  (registers 'echo', a tool this workflow does not allow)
 from agentflow.core.agent_state import allowed_tools
 from agentflow.core.chat import Message, ModelRequest, ToolCall
-from agentflow.core.definitions import validate_config
+from agentflow.core.config_validation import validate_config
 from agentflow.engine import Engine
 from agentflow.integrations.smtp_sink import SmtpSink
 from agentflow.llm.scripted import ScriptedProvider

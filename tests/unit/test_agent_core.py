@@ -20,7 +20,8 @@ from agentflow.core.agent_state import (
     needs_approval,
 )
 from agentflow.core.chat import Message, ModelRequest, ToolCall, ToolSchema, Usage
-from agentflow.core.definitions import AgentConfig, validate_config
+from agentflow.core.config_validation import validate_config
+from agentflow.core.definitions import AgentConfig
 from agentflow.core.errors import ConfigError
 
 

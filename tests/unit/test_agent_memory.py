@@ -21,7 +21,8 @@ from agentflow.core.agent_memory import (
     summary_document,
     summary_messages,
 )
-from agentflow.core.definitions import StructuredConfig, validate_config
+from agentflow.core.config_validation import validate_config
+from agentflow.core.definitions import StructuredConfig
 from agentflow.core.errors import ConfigError, StepFailure
 from agentflow.core.graph.agent_nodes import AGENT_MEMORY_KEY, AgentNode, attached_memory, delegated_agent
 

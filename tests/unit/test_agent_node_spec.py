@@ -7,7 +7,8 @@ from datetime import timedelta
 from typing import Any
 
 from agentflow.core import loops
-from agentflow.core.definitions import AgentConfig, StructuredConfig, validate_config
+from agentflow.core.config_validation import validate_config
+from agentflow.core.definitions import AgentConfig, StructuredConfig
 from agentflow.core.graph import frontier
 from agentflow.core.graph.agent_nodes import AGENT_NODE, AgentNode, delegated_agent
 from agentflow.core.graph.frontier import Activation

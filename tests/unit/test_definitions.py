@@ -2,15 +2,8 @@ from typing import Any
 
 import pytest
 
-from agentflow.core.definitions import (
-    DEFAULT_MAX_PARALLEL,
-    AgentConfig,
-    StructuredConfig,
-    config_document,
-    content_hash,
-    parse_config_text,
-    validate_config,
-)
+from agentflow.core.config_validation import config_document, content_hash, parse_config_text, validate_config
+from agentflow.core.definitions import DEFAULT_MAX_PARALLEL, AgentConfig, StructuredConfig
 from agentflow.core.errors import ConfigError
 from agentflow.core.node_specs import ToolNode, WaitNode
 

@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import uuid4
 
-from agentflow.core.definitions import StructuredConfig, validate_config
+from agentflow.core.config_validation import validate_config
+from agentflow.core.definitions import StructuredConfig
 from agentflow.core.graph import frontier
 from agentflow.core.graph.frontier import Activation, Frontier, Timer
 from agentflow.core.graph.model import Graph

@@ -7,7 +7,8 @@ from typing import Any, ClassVar, Literal
 
 import pytest
 
-from agentflow.core.definitions import StructuredConfig, validate_config
+from agentflow.core.config_validation import validate_config
+from agentflow.core.definitions import StructuredConfig
 from agentflow.core.errors import ConfigError
 from agentflow.core.graph.checks import check_inputs
 from agentflow.core.graph.model import Edge, build_graph

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from agentflow.core.definitions import StructuredConfig, config_document, validate_config
+from agentflow.core.config_validation import config_document, validate_config
+from agentflow.core.definitions import StructuredConfig
 from agentflow.core.errors import ConfigError
 from agentflow.core.graph.action_nodes import (
     HttpRequestNode,

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from agentflow.core import loops
-from agentflow.core.definitions import StructuredConfig, validate_config
+from agentflow.core.config_validation import validate_config
+from agentflow.core.definitions import StructuredConfig
 from agentflow.core.errors import ConfigError
 from agentflow.core.graph import frontier
 from agentflow.core.graph.looping import ForEachNode, LoopProgress, loop_results

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from agentflow.agent.mcp_tools import _parameters
-from agentflow.core.definitions import config_document, content_hash, validate_config
+from agentflow.core.config_validation import config_document, content_hash, validate_config
 from agentflow.core.errors import ConfigError
 from agentflow.core.graph.agent_nodes import AgentNode
 from agentflow.core.graph.mcp_nodes import McpToolNode

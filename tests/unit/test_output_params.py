@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from agentflow.core.definitions import StructuredConfig, validate_config
+from agentflow.core.config_validation import validate_config
+from agentflow.core.definitions import StructuredConfig
 from agentflow.core.errors import ConfigError, StepFailure
 from agentflow.core.graph.output_params import OutputParam, params_schema, shape_output
 

@@ -2,7 +2,8 @@ from typing import Any
 
 import pytest
 
-from agentflow.core.definitions import StructuredConfig, validate_config
+from agentflow.core.config_validation import validate_config
+from agentflow.core.definitions import StructuredConfig
 from agentflow.core.errors import ConfigError
 
 FORMAT = {

@@ -1,7 +1,8 @@
 from datetime import UTC, datetime, timedelta
 
 from agentflow.core import planner
-from agentflow.core.definitions import StructuredConfig, validate_config
+from agentflow.core.config_validation import validate_config
+from agentflow.core.definitions import StructuredConfig
 from agentflow.core.errors import ErrorInfo
 from agentflow.core.planner import NodeResult
 from agentflow.core.retry import RetryPolicy

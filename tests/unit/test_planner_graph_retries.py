@@ -6,7 +6,8 @@ from datetime import timedelta
 from typing import Any
 
 from agentflow.core import planner
-from agentflow.core.definitions import StructuredConfig, validate_config
+from agentflow.core.config_validation import validate_config
+from agentflow.core.definitions import StructuredConfig
 from agentflow.core.errors import ErrorInfo
 from agentflow.core.graph import frontier
 from agentflow.core.statuses import RunStatus

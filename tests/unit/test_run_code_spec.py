@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from agentflow.core import planner
-from agentflow.core.definitions import StructuredConfig, validate_config
+from agentflow.core.config_validation import validate_config
+from agentflow.core.definitions import StructuredConfig
 from agentflow.core.errors import ConfigError
 from agentflow.core.graph.catalog import describe_kind
 from agentflow.core.graph.code_nodes import RunCodeNode, python_problem, refuse_code_steps

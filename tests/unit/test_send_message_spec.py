@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from agentflow.core.definitions import StructuredConfig, validate_config
+from agentflow.core.config_validation import validate_config
+from agentflow.core.definitions import StructuredConfig
 from agentflow.core.errors import ConfigError
 from agentflow.core.graph.catalog import describe_kind
 from agentflow.core.graph.message_nodes import SendMessageNode, recipient_problem

@@ -5,7 +5,8 @@ from typing import Any
 import pytest
 
 from agentflow.core import planner
-from agentflow.core.definitions import StructuredConfig, config_document, validate_config
+from agentflow.core.config_validation import config_document, validate_config
+from agentflow.core.definitions import StructuredConfig
 from agentflow.core.errors import ConfigError, StepFailure
 from agentflow.core.state_definition import MAX_STATE_BYTES, check_start_state, start_errors
 from agentflow.core.templating import render

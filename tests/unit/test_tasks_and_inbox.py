@@ -9,7 +9,8 @@ from uuid import uuid4
 import pytest
 
 from agentflow.core import planner
-from agentflow.core.definitions import StructuredConfig, validate_config
+from agentflow.core.config_validation import validate_config
+from agentflow.core.definitions import StructuredConfig
 from agentflow.core.errors import ConfigError, ConflictError
 from agentflow.core.inbox import AWAITING_EVENT, Inbox, InboxItem
 from agentflow.core.planner import NodeResult

@@ -175,7 +175,7 @@ async def test_call_rendering_finishes_a_slow_render_on_a_thread_while_the_loop_
 
 
 def test_publishing_refuses_templates_that_cannot_compile_naming_each_path() -> None:
-    from agentflow.core.definitions import validate_config
+    from agentflow.core.config_validation import validate_config
     from agentflow.core.errors import ConfigError
 
     config = {

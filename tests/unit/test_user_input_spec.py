@@ -3,7 +3,8 @@ and how a parked activation is kept in the run's state."""
 
 from __future__ import annotations
 
-from agentflow.core.definitions import StructuredConfig, validate_config
+from agentflow.core.config_validation import validate_config
+from agentflow.core.definitions import StructuredConfig
 from agentflow.core.graph import frontier
 from agentflow.core.graph.frontier import Activation
 from agentflow.core.graph.human_nodes import UserInputNode

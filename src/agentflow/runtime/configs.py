@@ -7,7 +7,8 @@ from uuid import UUID
 
 import asyncpg
 
-from agentflow.core.definitions import AgentConfig, EmployeeConfig, StructuredConfig, validate_config
+from agentflow.core.config_validation import validate_config
+from agentflow.core.definitions import AgentConfig, EmployeeConfig, StructuredConfig
 from agentflow.core.errors import NotFoundError
 from agentflow.core.graph.agent_nodes import AGENT_NODE, delegated_agent
 from agentflow.core.graph.employee_nodes import RESPONSE_SCHEMA
