@@ -13,6 +13,7 @@ from uuid import UUID
 from agentflow.core.access_keys import KeyKind, generate_key, name_is_valid, parse_key, secret_matches
 from agentflow.core.errors import AuthError, ConfigError, NotFoundError
 from agentflow.core.ids import DEFAULT_WORKSPACE
+from agentflow.core.roles import ROLES, Role
 from agentflow.store import access
 from agentflow.store.database import Database
 
@@ -26,20 +27,25 @@ class AccessKeys:
         self.db = db
 
     async def create(
-        self, kind: KeyKind, name: str, *, workspace_id: UUID = DEFAULT_WORKSPACE
+        self, kind: KeyKind, name: str, *, role: Role = "admin", workspace_id: UUID = DEFAULT_WORKSPACE
     ) -> tuple[dict[str, Any], str]:
-        """A new key; returns its record and its token (shown once, never stored).
+        """A new key; returns its record and its token (shown once, never stored). ``role``
+        (API keys): ``admin``, ``operator`` or ``viewer`` (see ``agentflow.core.roles``).
 
         Raises:
-            ConfigError: ``key_invalid`` for an unknown kind or a bad name.
+            ConfigError: ``key_invalid`` for an unknown kind or role, or a bad name.
         """
         if kind not in _KINDS:
             raise ConfigError("key_invalid", f"a key's kind is 'api' or 'trigger', not {kind!r}")
+        if role not in ROLES:
+            raise ConfigError("key_invalid", f"a key's role is one of {', '.join(ROLES)}, not {role!r}")
         name = name.strip()
         if not name_is_valid(name):
             raise ConfigError("key_invalid", "a key's name needs 1 to 100 characters, none of them a control")
         new = generate_key(kind)
-        record = await access.insert_key(self.db.pool, workspace_id, new.id, kind, name, new.secret_hash)
+        record = await access.insert_key(
+            self.db.pool, workspace_id, new.id, kind, name, new.secret_hash, role
+        )
         return record, new.token
 
     async def list(self, *, workspace_id: UUID = DEFAULT_WORKSPACE) -> list[dict[str, Any]]:
@@ -63,6 +69,15 @@ class AccessKeys:
         Raises:
             AuthError: ``unauthorized`` when the token is not a live key of ``kind``.
         """
+        workspace, _ = await self.authenticate_with_role(token, kind)
+        return workspace
+
+    async def authenticate_with_role(self, token: str, kind: KeyKind) -> tuple[UUID, Role]:
+        """The workspace and role of a presented key.
+
+        Raises:
+            AuthError: ``unauthorized`` when the token is not a live key of ``kind``.
+        """
         presented = parse_key(token)
         row = None
         if presented is not None and presented.kind == kind:
@@ -78,4 +93,5 @@ class AccessKeys:
         if row["stale"]:
             await access.touch_key(self.db.pool, row["id"])
         workspace: UUID = row["workspace_id"]
-        return workspace
+        role: Role = row["role"]
+        return workspace, role

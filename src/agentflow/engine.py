@@ -59,6 +59,7 @@ from agentflow.store.embedded import EmbeddedServer
 from agentflow.store.workflows import Published
 from agentflow.taskboard import TaskBoard
 from agentflow.webhooks import Webhooks
+from agentflow.workspaces import Workspaces
 
 
 class Engine:
@@ -82,6 +83,7 @@ class Engine:
         self.streams = RunStreams(db)
         self.reports = Reports(db)
         self.keys = AccessKeys(db)
+        self.workspaces = Workspaces(db, self.keys)
         self.governance = Governance(db, self._configs)
         self.requests = HumanRequests(db, self.governance.decide)
         self._sealing_key = functools.partial(sealing_key, settings, embedded is not None)

@@ -50,7 +50,7 @@ DECLARED_COLUMNS = {
         "workspace_id", "id", "workflow_id", "event_topic", "event_message_id", "decision", "enrollment_key",
         "run_id", "reason", "created_at", "decided_at",
     },
-    "access_keys": {"id", "workspace_id", "kind", "name", "secret_hash", "created_at", "last_used_at", "revoked_at"},
+    "access_keys": {"id", "workspace_id", "kind", "name", "secret_hash", "created_at", "last_used_at", "revoked_at", "role"},
     "webhook_secrets": {"workspace_id", "workflow_id", "ciphertext", "created_at"},
     "debounce_windows": {"workspace_id", "workflow_id", "debounce_key", "first_at", "last_at", "fire_at", "events"},
     "debounce_events": {"workspace_id", "workflow_id", "debounce_key", "seq", "event"},

@@ -36,6 +36,7 @@ from agentflow.api import (
     tasks,
     triggers,
     workflows,
+    workspaces,
 )
 from agentflow.api.browser_guard import BrowserGuard, HttpPolicy
 from agentflow.api.deps import WORKSPACE_HEADER
@@ -100,6 +101,7 @@ def create_app(
         accounts,
         triggers,
         keys,
+        workspaces,
         credentials,
         oauth2_callback,
         tasks,

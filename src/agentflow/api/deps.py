@@ -18,6 +18,7 @@ from agentflow.api.errors import ApiError
 from agentflow.api.schemas import MAX_VERSION
 from agentflow.core.definitions import NAME_PATTERN
 from agentflow.core.errors import AuthError, ForbiddenError, NotFoundError
+from agentflow.core.roles import Role, allows, required_role
 from agentflow.engine import DEFAULT_WORKSPACE, Engine
 from agentflow.store import workspaces
 
@@ -65,14 +66,18 @@ async def get_workspace(
     named = _workspace_header(workspace)
     if credentials is not None or "authorization" in request.headers:
         token = credentials.credentials if credentials is not None else ""
-        key_workspace = await get_engine(request).keys.authenticate(token, "api")
+        key_workspace, role = await get_engine(request).keys.authenticate_with_role(token, "api")
         if named is not None and named != key_workspace:
             raise ForbiddenError(
                 "workspace_mismatch",
                 f"the API key belongs to another workspace than {WORKSPACE_HEADER} names",
                 solution=f"Omit {WORKSPACE_HEADER}, or use a key of that workspace.",
             )
+        _check_role(request, role)
+        request.state.role, request.state.keyed = role, True
         return key_workspace
+    # No key: the server trusts where the request came from (loopback, or auth not required).
+    request.state.role, request.state.keyed = "admin", False
     refusal = (
         "this server requires a workspace API key"
         if request.app.state.auth == "required"
@@ -93,6 +98,20 @@ async def get_workspace(
             solution=f"Send the id of an existing workspace, or omit {WORKSPACE_HEADER} for the default one.",
         )
     return named
+
+
+def _check_role(request: Request, role: Role) -> None:
+    """Refuse what the key's role may not do (``agentflow.core.roles``)."""
+    route = request.scope.get("route")
+    path = getattr(route, "path", request.url.path)
+    needed = required_role(request.method, path)
+    if not allows(role, needed):
+        raise ForbiddenError(
+            "role_forbidden",
+            f"{request.method} {path} needs an API key with the {needed} role or above; this one is {role}",
+            details={"role": role, "needed": needed},
+            solution="Use a key with that role (an admin creates one: agentflow keys create --role).",
+        )
 
 
 def _workspace_header(value: str | None) -> UUID | None:

@@ -6,11 +6,12 @@ from datetime import datetime
 from typing import Literal
 
 from fastapi import APIRouter
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from agentflow.api.deps import EngineDep, WorkspaceDep
 from agentflow.api.schemas import ERROR_RESPONSES
 from agentflow.core.access_keys import NAME_PATTERN
+from agentflow.core.roles import Role
 
 router = APIRouter(prefix="/api/keys", tags=["keys"], responses={**ERROR_RESPONSES})
 
@@ -18,10 +19,17 @@ router = APIRouter(prefix="/api/keys", tags=["keys"], responses={**ERROR_RESPONS
 class KeyIn(BaseModel):
     """A key to create."""
 
+    model_config = ConfigDict(extra="forbid")
+
     kind: Literal["api", "trigger"] = Field(
         description="`api`: authenticates the API (Bearer); `trigger`: public trigger URLs."
     )
     name: str = Field(min_length=1, max_length=100, pattern=NAME_PATTERN, examples=["zendesk webhook"])
+    role: Role = Field(
+        default="admin",
+        description="For API keys: `admin` (everything), `operator` (run things; no keys, credentials,"
+        " people, budgets), `viewer` (read only).",
+    )
 
 
 class Key(BaseModel):
@@ -30,6 +38,7 @@ class Key(BaseModel):
     id: str
     kind: str
     name: str
+    role: str = Field(examples=["operator"])
     created_at: datetime
     last_used_at: datetime | None
     revoked_at: datetime | None
@@ -50,7 +59,7 @@ class KeyList(BaseModel):
 @router.post("", response_model=CreatedKey, status_code=201, summary="Create a key")
 async def create_key(body: KeyIn, engine: EngineDep, workspace: WorkspaceDep) -> CreatedKey:
     """Create a key; its token is in this answer only."""
-    record, token = await engine.keys.create(body.kind, body.name, workspace_id=workspace)
+    record, token = await engine.keys.create(body.kind, body.name, role=body.role, workspace_id=workspace)
     return CreatedKey(**record, key=token)
 
 

@@ -15,7 +15,8 @@ from agentflow.api import strict_json
 from agentflow.api.deps import EngineDep, WorkspaceDep, workflow_ref
 from agentflow.api.errors import ApiError
 from agentflow.api.schemas import ERROR_RESPONSES, conflict
-from agentflow.core.errors import AuthError
+from agentflow.core.errors import AuthError, ForbiddenError
+from agentflow.core.roles import allows
 from agentflow.engine import Engine
 from agentflow.webhooks import Fired
 
@@ -156,7 +157,14 @@ async def private_trigger(
             "the private trigger needs a workspace API key",
             solution="Send 'Authorization: Bearer afk_...' (create one with 'agentflow keys create').",
         )
-    workspace = await engine.keys.authenticate(credentials.credentials, "api")
+    workspace, role = await engine.keys.authenticate_with_role(credentials.credentials, "api")
+    if not allows(role, "operator"):
+        raise ForbiddenError(
+            "role_forbidden",
+            f"starting a run needs an API key with the operator role or above; this one is {role}",
+            details={"role": role, "needed": "operator"},
+            solution="Use an operator's or an admin's key.",
+        )
     version = await engine.webhooks.target(workflow_ref(workflow_id), workspace_id=workspace)
     payload = _payload(await request.body())
     fired = await engine.webhooks.fire(

@@ -26,6 +26,7 @@ from agentflow.cli import (
     triggers,
     worker,
     workflows,
+    workspaces,
 )
 from agentflow.runtime.log_context import configure_logging
 
@@ -47,6 +48,7 @@ app.add_typer(people.app, name="people")
 app.add_typer(approvals.app, name="approvals")
 app.add_typer(approvals.budget_app, name="budget")
 app.add_typer(keys.app, name="keys")
+app.add_typer(workspaces.app, name="workspaces")
 app.add_typer(credentials.app, name="credentials")
 app.add_typer(triggers.app, name="triggers")
 app.command("worker")(worker.worker)

@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from agentflow.cli.common import console, run_with_engine
+from agentflow.core.roles import ROLES
 from agentflow.engine import Engine
 
 app = typer.Typer(help="Create, list and revoke access keys.", no_args_is_help=True)
@@ -19,6 +20,9 @@ def create(
     kind: str = typer.Option(
         "api", "--kind", "-k", help="api (Bearer, the API) or trigger (public trigger URLs)."
     ),
+    role: str = typer.Option(
+        "admin", "--role", "-r", help="For API keys: admin, operator (runs things) or viewer (reads)."
+    ),
 ) -> None:
     """Create a key and print its token (shown this once; only its hash is stored)."""
     chosen: Literal["api", "trigger"] = "trigger" if kind == "trigger" else "api"
@@ -26,9 +30,13 @@ def create(
         console.print(f"[bold red]error[/] key_invalid: --kind is 'api' or 'trigger', not {kind!r}")
         raise typer.Exit(2)
 
+    if role not in ROLES:
+        console.print(f"[bold red]error[/] key_invalid: --role is one of {', '.join(ROLES)}, not {role!r}")
+        raise typer.Exit(2)
+
     async def go(engine: Engine) -> None:
-        record, token = await engine.keys.create(chosen, name)
-        console.print(f"created {record['kind']} key {record['id']} ({record['name']})")
+        record, token = await engine.keys.create(chosen, name, role=role)
+        console.print(f"created {record['kind']} key {record['id']} ({record['name']}, {record['role']})")
         console.print("token (store it now; it is not shown again):")
         console.print(token, highlight=False, soft_wrap=True)
 
@@ -40,10 +48,10 @@ def list_keys() -> None:
     """Every key of the workspace (never their secrets)."""
 
     async def go(engine: Engine) -> None:
-        table = Table("id", "kind", "name", "created", "last used", "revoked")
+        table = Table("id", "kind", "role", "name", "created", "last used", "revoked")
         for k in await engine.keys.list():
             table.add_row(
-                k["id"], k["kind"], k["name"], f"{k['created_at']:%Y-%m-%d %H:%M}",
+                k["id"], k["kind"], k["role"], k["name"], f"{k['created_at']:%Y-%m-%d %H:%M}",
                 f"{k['last_used_at']:%Y-%m-%d %H:%M}" if k["last_used_at"] else "-",
                 f"{k['revoked_at']:%Y-%m-%d %H:%M}" if k["revoked_at"] else "",
             )  # fmt: skip

@@ -9,17 +9,20 @@ import asyncpg
 
 
 async def insert_key(
-    pool: asyncpg.Pool, workspace_id: UUID, key_id: str, kind: str, name: str, secret_hash: bytes
-) -> dict[str, Any]:
+    pool: asyncpg.Pool, workspace_id: UUID, key_id: str, kind: str, name: str, secret_hash: bytes,
+    role: str = "admin",
+) -> dict[str, Any]:  # fmt: skip
     """Store a new key (its secret only as a hash)."""
     row = await pool.fetchrow(
-        "INSERT INTO access_keys (id, workspace_id, kind, name, secret_hash) VALUES ($1, $2, $3, $4, $5)"
-        " RETURNING id, workspace_id, kind, name, created_at, last_used_at, revoked_at",
+        "INSERT INTO access_keys (id, workspace_id, kind, name, secret_hash, role)"
+        " VALUES ($1, $2, $3, $4, $5, $6)"
+        " RETURNING id, workspace_id, kind, name, role, created_at, last_used_at, revoked_at",
         key_id,
         workspace_id,
         kind,
         name,
         secret_hash,
+        role,
     )
     assert row is not None
     return dict(row)
@@ -28,7 +31,7 @@ async def insert_key(
 async def find_key(pool: asyncpg.Pool, key_id: str, kind: str) -> dict[str, Any] | None:
     """A live (not revoked) key by id and kind, with its secret hash."""
     row = await pool.fetchrow(
-        "SELECT id, workspace_id, secret_hash, last_used_at < now() - interval '60 seconds'"
+        "SELECT id, workspace_id, role, secret_hash, last_used_at < now() - interval '60 seconds'"
         " OR last_used_at IS NULL AS stale FROM access_keys"
         " WHERE id = $1 AND kind = $2 AND revoked_at IS NULL",
         key_id,
@@ -45,7 +48,7 @@ async def touch_key(pool: asyncpg.Pool, key_id: str) -> None:
 async def list_keys(pool: asyncpg.Pool, workspace_id: UUID) -> list[dict[str, Any]]:
     """The workspace's keys, newest first (never their secrets)."""
     rows = await pool.fetch(
-        "SELECT id, workspace_id, kind, name, created_at, last_used_at, revoked_at FROM access_keys"
+        "SELECT id, workspace_id, kind, name, role, created_at, last_used_at, revoked_at FROM access_keys"
         " WHERE workspace_id = $1 ORDER BY created_at DESC, id",
         workspace_id,
     )
@@ -56,7 +59,7 @@ async def revoke_key(pool: asyncpg.Pool, workspace_id: UUID, key_id: str) -> dic
     """Revoke a key of the workspace (idempotent); None when there is no such key."""
     row = await pool.fetchrow(
         "UPDATE access_keys SET revoked_at = coalesce(revoked_at, now()) WHERE workspace_id = $1 AND id = $2"
-        " RETURNING id, workspace_id, kind, name, created_at, last_used_at, revoked_at",
+        " RETURNING id, workspace_id, kind, name, role, created_at, last_used_at, revoked_at",
         workspace_id,
         key_id,
     )
