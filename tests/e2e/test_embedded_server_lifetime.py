@@ -64,9 +64,21 @@ def data_dir(tmp_path: Path) -> Iterator[Path]:
         server.terminate()
 
 
+REGISTER_SECONDS = 240.0
+"""A first start makes a new cluster (initdb) and migrates it: seconds when idle, but a CI
+machine busy with other lanes has once taken over 120 s."""
+
+
 def _start_worker(data_dir: Path) -> subprocess.Popen[str]:
     proc = start_cli(["worker"], _env(data_dir))
-    _until(lambda: proc.pid in _holders(data_dir), 120, "the worker never registered with the server")
+    deadline = time.monotonic() + REGISTER_SECONDS
+    while proc.pid not in _holders(data_dir):
+        if time.monotonic() > deadline or proc.poll() is not None:
+            state = f"exited {proc.returncode}" if proc.returncode is not None else "still starting"
+            proc.kill()
+            out, _ = proc.communicate(timeout=10)
+            raise AssertionError(f"the worker never registered with the server ({state}):\n{out[-3000:]}")
+        time.sleep(0.01)
     return proc
 
 
