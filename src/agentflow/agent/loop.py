@@ -275,20 +275,32 @@ def _acted(state: AgentState, call: ToolCall, outcome: ToolOutcome, step_input: 
 async def _budget_breach(
     config: AgentConfig, run: RunRecord, state: AgentState, env: AgentEnv, *, before: str
 ) -> Breach | None:
-    elapsed = await agent_reads.elapsed_seconds(env.pool, run.workspace_id, run.id)
-    breach = check_budget(config.budget, state, elapsed, before=before)
-    if breach is not None or before != "model":
-        return breach
-    return await workspace_breach(
-        env.pool, run.workspace_id, env.workspace_daily_usd, env.workspace_daily_tokens
+    if before != "model":
+        elapsed = await agent_reads.elapsed_seconds(env.pool, run.workspace_id, run.id)
+        return check_budget(config.budget, state, elapsed, before=before)
+    # Before a model call: the run's and the workspace's figures in one round trip.
+    elapsed, used_usd, used_tokens, own_usd, own_tokens = await agent_reads.decision_figures(
+        env.pool, run.workspace_id, run.id
     )
+    breach = check_budget(config.budget, state, elapsed, before=before)
+    if breach is not None:
+        return breach
+    spend = (used_usd, used_tokens, own_usd, own_tokens)
+    return _over_daily(spend, env.workspace_daily_usd, env.workspace_daily_tokens)
 
 
 async def workspace_breach(
     pool: asyncpg.Pool, workspace_id: UUID, default_usd: float, default_tokens: int
 ) -> Breach | None:
     """Whether the workspace's model spend today has reached its own daily limit, else the default."""
-    used_usd, used_tokens, own_usd, own_tokens = await agent_reads.workspace_spend(pool, workspace_id)
+    spend = await agent_reads.workspace_spend(pool, workspace_id)
+    return _over_daily(spend, default_usd, default_tokens)
+
+
+def _over_daily(
+    spend: tuple[float, int, float | None, int | None], default_usd: float, default_tokens: int
+) -> Breach | None:
+    used_usd, used_tokens, own_usd, own_tokens = spend
     limit_usd = own_usd if own_usd is not None else default_usd
     limit_tokens = own_tokens if own_tokens is not None else default_tokens
     return check_workspace_budget(used_usd, used_tokens, limit_usd, limit_tokens)

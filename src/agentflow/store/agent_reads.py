@@ -68,6 +68,27 @@ async def workspace_spend(
     return float(row["usd"]), int(row["tokens"]), row["daily_usd"], row["daily_tokens"]
 
 
+async def decision_figures(
+    pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID
+) -> tuple[float, float, int, float | None, int | None]:
+    """What a decision's budget checks read, in one round trip: seconds since the run started,
+    and the workspace's spend, tokens and own limits today (as ``workspace_spend``)."""
+    row = await pool.fetchrow(
+        "SELECT (SELECT extract(epoch FROM now() - coalesce(started_at, created_at))::float8 FROM runs"
+        "        WHERE workspace_id = $1 AND id = $2) AS elapsed,"
+        " coalesce(u.usd_cost, 0)::float8 AS usd,"
+        " coalesce(u.input_tokens + u.output_tokens, 0) AS tokens,"
+        " b.daily_usd::float8 AS daily_usd, b.daily_tokens"
+        " FROM (SELECT $1::uuid AS ws) w"
+        " LEFT JOIN workspace_usage u ON u.workspace_id = w.ws AND u.day = (now() AT TIME ZONE 'UTC')::date"
+        " LEFT JOIN workspace_budgets b ON b.workspace_id = w.ws",
+        workspace_id, run_id,
+    )  # fmt: skip
+    assert row is not None
+    elapsed = float(row["elapsed"] or 0.0)
+    return elapsed, float(row["usd"]), int(row["tokens"]), row["daily_usd"], row["daily_tokens"]
+
+
 async def approval(pool: asyncpg.Pool, workspace_id: UUID, approval_id: UUID) -> dict[str, Any] | None:
     """An approval request with whether it has expired (database clock)."""
     row = await pool.fetchrow(
