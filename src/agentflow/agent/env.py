@@ -9,6 +9,7 @@ from typing import Any
 import asyncpg
 import httpx
 
+from agentflow.core.chat import ModelResponse
 from agentflow.core.pricing import PriceTable
 from agentflow.core.tools import ToolRegistry
 from agentflow.integrations.mcp_client import McpConnector
@@ -17,6 +18,7 @@ from agentflow.llm.base import ModelProvider
 from agentflow.nodes.credential_access import CredentialAccess
 from agentflow.nodes.model_access import ModelResolver
 from agentflow.nodes.threads import ToolThreads
+from agentflow.store.checkpoints import ModelUsage
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +64,16 @@ class AgentEnv:
             found = self.resolve_model(ref)
             self._providers[ref] = found
         return found
+
+    def usage_of(self, provider: ModelProvider, model: str, response: ModelResponse) -> ModelUsage:
+        """What one model call cost, as a checkpoint records it (``provider:model``, tokens, USD)."""
+        return ModelUsage(
+            model if model == provider.name else f"{provider.name}:{model}",
+            response.usage.input_tokens,
+            response.usage.output_tokens,
+            response.usage.cached_input_tokens,
+            self.prices.cost(response.model or model, response.usage),
+        )
 
     async def aclose(self) -> None:
         """Close the HTTP clients."""

@@ -44,7 +44,7 @@ from agentflow.core.statuses import RunStatus
 from agentflow.llm import streaming
 from agentflow.llm.base import ModelError
 from agentflow.store import agent_reads
-from agentflow.store.checkpoints import NO_EFFECTS, Effects, ModelUsage
+from agentflow.store.checkpoints import NO_EFFECTS, Effects
 from agentflow.store.run_deltas import DeltaWriter
 
 MAX_CALLS_PER_DECISION = 16
@@ -144,14 +144,8 @@ async def _decide(
         ToolCall(c.id or f"call_{n}", c.name, c.arguments)
         for n, c in enumerate(response.message.tool_calls[:MAX_CALLS_PER_DECISION])
     )
-    usd = env.prices.cost(response.model or model, response.usage)
-    usage = ModelUsage(
-        model if model == provider.name else f"{provider.name}:{model}",
-        response.usage.input_tokens,
-        response.usage.output_tokens,
-        response.usage.cached_input_tokens,
-        usd,
-    )
+    usage = env.usage_of(provider, model, response)
+    usd = usage.usd_cost
     output = {
         "content": response.message.content,
         "tool_calls": [c.to_json() for c in calls],

@@ -112,14 +112,7 @@ async def recall(config: AgentConfig, run: RunRecord, key: str, env: AgentEnv) -
     text = response.message.content.strip()
     if not text:
         return Recalled(found)
-    usd = env.prices.cost(response.model or model, response.usage)
-    usage = ModelUsage(
-        model if model == provider.name else f"{provider.name}:{model}",
-        response.usage.input_tokens,
-        response.usage.output_tokens,
-        response.usage.cached_input_tokens,
-        usd,
-    )
+    usage = env.usage_of(provider, model, response)
     summary = summary_document(memory, namespace, key, text, found.older[-1].seq)
     folded = Recollection(key, summary["summary"], found.entries, found.older)
     return Recalled(folded, summary, usage)

@@ -14,6 +14,7 @@ from agentflow.core.node_specs import NodeSpec
 from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
 from agentflow.nodes.base import BaseRunner, NodeEnv
+from agentflow.nodes.workflow_access import may_start_child
 
 
 class RunEmployeeRunner(BaseRunner):
@@ -30,23 +31,10 @@ class RunEmployeeRunner(BaseRunner):
         """The employee's run as the checkpoint inserts it, with ``{assignment, attachments,
         conversation_id}`` as its input; the step records them."""
         assert isinstance(node, RunEmployeeNode)
-        if env.workflows is None:
-            raise StepFailure(
-                "run_workflow_unavailable",
-                f"run_employee {node.id!r}: this worker cannot start child runs",
-                retryable=False,
-                solution="Run the workflow on an agentflow worker (agentflow worker).",
-            )
-        depth = await env.workflows.depth(ctx.workspace_id, ctx.run_id, node.max_depth)
-        if depth >= node.max_depth:
-            raise StepFailure(
-                "run_depth_exceeded",
-                f"run_employee {node.id!r}: this run is nested {depth} deep (max_depth {node.max_depth})",
-                retryable=False,
-                details={"node": node.id, "depth": depth, "max_depth": node.max_depth},
-                solution="Stop the delegation loop (a condition before the node), or raise max_depth.",
-            )
-        callee = await env.workflows.callee(ctx.workspace_id, node.employee, None, node.id)
+        access = await may_start_child(
+            env.workflows, ctx.workspace_id, ctx.run_id, "run_employee", node.id, node.max_depth
+        )
+        callee = await access.callee(ctx.workspace_id, node.employee, None, node.id)
         if not isinstance(callee.config, EmployeeConfig):
             raise StepFailure(
                 "not_an_employee",

@@ -18,6 +18,7 @@ from agentflow.core.planner import NodeResult
 from agentflow.core.starts import check_payload
 from agentflow.core.step_context import StepContext
 from agentflow.nodes.base import BaseRunner, NodeEnv
+from agentflow.nodes.workflow_access import may_start_child
 
 
 class RunWorkflowRunner(BaseRunner):
@@ -34,24 +35,10 @@ class RunWorkflowRunner(BaseRunner):
         """The child as the checkpoint inserts it; the step records the workflow, version and
         input, and outputs the child's id (the node's output when it does not wait)."""
         assert isinstance(node, RunWorkflowNode)
-        if env.workflows is None:
-            raise StepFailure(
-                "run_workflow_unavailable",
-                f"run_workflow {node.id!r}: this worker cannot start child runs",
-                retryable=False,
-                solution="Run the workflow on an agentflow worker (agentflow worker).",
-            )
-        depth = await env.workflows.depth(ctx.workspace_id, ctx.run_id, node.max_depth)
-        if depth >= node.max_depth:
-            raise StepFailure(
-                "run_depth_exceeded",
-                f"run_workflow {node.id!r}: this run is nested {depth} runs deep, and max_depth"
-                f" is {node.max_depth}",
-                retryable=False,
-                details={"node": node.id, "depth": depth, "max_depth": node.max_depth},
-                solution="Stop the recursion (a condition before the node), or raise max_depth.",
-            )
-        callee = await env.workflows.callee(ctx.workspace_id, node.workflow, node.version, node.id)
+        access = await may_start_child(
+            env.workflows, ctx.workspace_id, ctx.run_id, "run_workflow", node.id, node.max_depth
+        )
+        callee = await access.callee(ctx.workspace_id, node.workflow, node.version, node.id)
         payload = {} if node.input is None else await env.render(node.input, node.id, "input")
         try:
             check_payload(callee.config, payload)

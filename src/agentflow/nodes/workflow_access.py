@@ -84,6 +84,35 @@ class WorkflowAccess:
         return await reads.nesting_depth(self._pool, workspace_id, run_id, limit)
 
 
+async def may_start_child(
+    access: WorkflowAccess | None, workspace_id: UUID, run_id: UUID, kind: str, node: str, max_depth: int
+) -> WorkflowAccess:
+    """The workspace's workflows, when a ``kind`` node (``run_workflow``, ``run_employee``) of a
+    run nested less than ``max_depth`` deep may start a child.
+
+    Raises:
+        StepFailure: ``run_workflow_unavailable`` (a worker without access) or
+            ``run_depth_exceeded``, neither retryable.
+    """
+    if access is None:
+        raise StepFailure(
+            "run_workflow_unavailable",
+            f"{kind} {node!r}: this worker cannot start child runs",
+            retryable=False,
+            solution="Run the workflow on an agentflow worker (agentflow worker).",
+        )
+    depth = await access.depth(workspace_id, run_id, max_depth)
+    if depth >= max_depth:
+        raise StepFailure(
+            "run_depth_exceeded",
+            f"{kind} {node!r}: this run is nested {depth} runs deep, and max_depth is {max_depth}",
+            retryable=False,
+            details={"node": node, "depth": depth, "max_depth": max_depth},
+            solution="Stop the recursion (a condition before the node), or raise max_depth.",
+        )
+    return access
+
+
 async def refuse_unknown_children(pool: asyncpg.Pool, workspace_id: UUID, config: StructuredConfig) -> None:
     """Refuse, at publish, ``run_workflow`` nodes whose workflow is missing (other than the one
     being published, which may run itself), a draft, or lacks the pinned version.
