@@ -154,6 +154,22 @@ def test_cycles_are_named_from_the_edge_that_closes_them() -> None:
     )
 
 
+def test_a_graph_thousands_of_nodes_long_is_checked_without_running_out_of_stack() -> None:
+    # The longest chain a config may hold (1,000 nodes) is as deep as Python's recursion
+    # limit: the checks must not recurse per node.
+    length = 999
+    chain = [tool(f"n{i}") for i in range(length)]
+    config = validate_config(graph(*chain, finish()))
+    assert isinstance(config, StructuredConfig)
+    assert config.next_id(config.node(f"n{length - 1}")) == "end"
+    closing = {"from": f"n{length - 1}", "to": "n1"}
+    edges = [{"from": f"n{i}", "to": f"n{i + 1}"} for i in range(length - 1)] + [closing]
+    errors = errors_of(graph(*chain, edges=edges))
+    assert errors[0]["path"] == f"edges[{length - 1}]"
+    assert errors[0]["message"].startswith("the links form a cycle: n1 -> n2 -> ")
+    assert errors[0]["message"].endswith(f"n{length - 1} -> n1 (a graph may not loop back)")
+
+
 def test_a_missing_start() -> None:
     errors = errors_of(
         graph(tool("a"), tool("b"), edges=[{"from": "a", "to": "b"}, {"from": "b", "to": "a"}])

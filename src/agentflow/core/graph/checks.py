@@ -123,16 +123,23 @@ def _check_start(graph: Graph) -> list[Problem]:
 
 
 def _check_cycles(graph: Graph) -> list[Problem]:
-    # Depth-first search; a link to a node still on the stack closes a cycle.
-    state: dict[str, int] = {}  # 1: on the stack, 2: done
+    # Depth-first search; a link to a node still on the path closes a cycle. Iterative, so a
+    # graph of thousands of nodes in a row does not exhaust Python's recursion limit.
+    state: dict[str, int] = {}  # 1: on the path, 2: done
     problems: list[Problem] = []
-
-    def visit(node_id: str, stack: list[str]) -> None:
-        state[node_id] = 1
-        stack.append(node_id)
-        for link in graph.outgoing(node_id):
-            if state.get(link.target) == 1:
-                loop = " -> ".join([*stack[stack.index(link.target) :], link.target])
+    for root in graph.nodes:
+        if root in state:
+            continue
+        state[root] = 1
+        path = [root]
+        pending = [iter(graph.outgoing(root))]
+        while pending:
+            link = next(pending[-1], None)
+            if link is None:
+                state[path.pop()] = 2
+                pending.pop()
+            elif state.get(link.target) == 1:
+                loop = " -> ".join([*path[path.index(link.target) :], link.target])
                 problems.append(
                     {
                         "path": link.path,
@@ -140,13 +147,9 @@ def _check_cycles(graph: Graph) -> list[Problem]:
                     }
                 )
             elif link.target not in state:
-                visit(link.target, stack)
-        stack.pop()
-        state[node_id] = 2
-
-    for node_id in graph.nodes:
-        if node_id not in state:
-            visit(node_id, [])
+                state[link.target] = 1
+                path.append(link.target)
+                pending.append(iter(graph.outgoing(link.target)))
     return problems
 
 
