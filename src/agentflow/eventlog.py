@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -19,8 +20,11 @@ from agentflow.core.accounts import is_account_topic, upsert_from_event
 from agentflow.core.errors import ConfigError
 from agentflow.core.events import MAX_BATCH, Event, EventIn, Publication
 from agentflow.core.ids import DEFAULT_WORKSPACE, uuid7
+from agentflow.core.triggers import Trigger, conditions_hold
+from agentflow.runtime.admission import trigger_of
+from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.consumer import EventConsumer, Handler
-from agentflow.store import dispatch, events
+from agentflow.store import decisions, events
 from agentflow.store.database import Database
 
 
@@ -29,6 +33,7 @@ class EventLog:
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        self._configs = ConfigCache(db.pool)
 
     async def publish(
         self, items: Sequence[EventIn | dict[str, Any]], *, workspace_id: UUID = DEFAULT_WORKSPACE
@@ -107,15 +112,39 @@ class EventLog:
             before: a decision id: only older ones (the next page).
         """
         async with self.db.pool.acquire() as conn:
-            return await dispatch.list_decisions(conn, workspace_id, workflow_id, limit=limit, before=before)
+            rows = await decisions.list_decisions(conn, workspace_id, workflow_id, limit=limit, before=before)
+            missed = [row for row in rows if row["version"] is not None]
+            if missed:
+                stored = await events.by_ids(
+                    conn, workspace_id, [(r["event_topic"], r["event_message_id"]) for r in missed]
+                )
+        for row in missed:
+            event = stored.get((row["event_topic"], row["event_message_id"]))
+            config = await self._configs.get(workspace_id, workflow_id, row["version"])
+            row["reason"] = _explain_miss(trigger_of(config), event, row["created_at"])
+        for row in rows:
+            del row["version"]
+        return rows
 
     async def prune(self, older_than_seconds: float) -> tuple[int, int]:
         """Delete events older than this that every consumer has processed, and dispatch
         decisions older than this that wait for nothing; return how many of each."""
         pruned = await events.prune(self.db.pool, older_than_seconds)
         async with self.db.pool.acquire() as conn:
-            decisions = await dispatch.prune_decisions(conn, older_than_seconds)
-        return pruned, decisions
+            pruned_decisions = await decisions.prune_decisions(conn, older_than_seconds)
+        return pruned, pruned_decisions
+
+
+def _explain_miss(trigger: Trigger, event: Event | None, decided_at: datetime) -> dict[str, Any]:
+    """Why the conditions turned the event down, worked out again as the dispatcher saw it
+    (the version that decided, the time it decided), while the event is still stored."""
+    if event is None:
+        return {
+            "conditions": None,
+            "explanation_unavailable": "the event is no longer stored (event retention), so why its"
+            " conditions did not hold cannot be shown",
+        }
+    return {"conditions": conditions_hold(trigger, event, decided_at)[1]}
 
 
 def _parse(item: EventIn | dict[str, Any], index: int) -> EventIn:

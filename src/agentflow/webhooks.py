@@ -33,7 +33,7 @@ from agentflow.core.records import VersionRecord
 from agentflow.core.sealing import SealBroken, seal, unseal_any
 from agentflow.runtime.admission import Config, Decision, admit, record
 from agentflow.runtime.configs import ConfigCache
-from agentflow.store import access, dispatch, events, workflows
+from agentflow.store import access, decisions, events, workflows
 from agentflow.store.database import TRANSACTION_CONFLICTS, Database
 from agentflow.store.dispatch import EnrollmentContention
 
@@ -171,7 +171,7 @@ class Webhooks:
         async with self.db.pool.acquire() as conn, conn.transaction():
             (published,) = await events.publish(conn, workspace_id, [new])
             if not published.created:
-                prior = await dispatch.decision_of(
+                prior = await decisions.decision_of(
                     conn, workspace_id, version.workflow_id, new.topic, new.message_id
                 )
                 if prior is not None:

@@ -84,7 +84,7 @@ async def test_conditions_are_rechecked_on_every_event(engine: Engine) -> None:
         },
         "enrollment": {"key": "{{ event.data.id }}"},
     }
-    await engine.publish_workflow(triggered("churn", trigger))
+    published = await engine.publish_workflow(triggered("churn", trigger))
     await engine.events.publish(
         [{"topic": "account.updated", "message_id": "u1", "data": {"id": "a1", "churn_risk": 0.9}}]
     )
@@ -99,11 +99,14 @@ async def test_conditions_are_rechecked_on_every_event(engine: Engine) -> None:
         ]
     )
     await dispatch_all(engine)
-    assert [(m, d) for m, d, _ in await decisions(engine)] == [("u1", "not_matched"), ("u2", "started")]
-    reason = await engine.db.pool.fetchval(
-        "SELECT reason FROM dispatch_decisions WHERE event_message_id = 'u1'"
-    )
-    assert reason is not None, "a decision records why"
+    listed = await engine.events.decisions(published.workflow.id)
+    assert [(d["event_message_id"], d["decision"]) for d in listed] == [("u2", "started"), ("u1", "not_matched")]
+    why = listed[1]["reason"]["conditions"]
+    assert why["matched"] is False, "a decision records why"
+    assert [(c["path"], c["matched"], c["present"]) for c in why["all"]] == [
+        ("data.tier", False, False),
+        ("data.churn_risk", True, True),
+    ]
 
 
 async def test_reuse_policies_after_the_run_ended(engine: Engine) -> None:

@@ -50,6 +50,13 @@ DECLARED_COLUMNS = {
         "workspace_id", "id", "workflow_id", "event_topic", "event_message_id", "decision", "enrollment_key",
         "run_id", "reason", "created_at", "decided_at",
     },
+    "dispatch_outcomes": {  # a view: decisions and misses, one row per (event, workflow)
+        "workspace_id", "id", "workflow_id", "event_topic", "event_message_id", "decision", "enrollment_key",
+        "run_id", "reason", "created_at", "decided_at",
+    },
+    "dispatch_misses": {
+        "workspace_id", "id", "event_topic", "event_message_id", "workflow_ids", "versions", "created_at",
+    },
     "access_keys": {"id", "workspace_id", "kind", "name", "secret_hash", "created_at", "last_used_at", "revoked_at", "role"},
     "webhook_secrets": {"workspace_id", "workflow_id", "ciphertext", "created_at"},
     "debounce_windows": {"workspace_id", "workflow_id", "debounce_key", "first_at", "last_at", "fire_at", "events"},
@@ -102,6 +109,7 @@ DECLARED_INDEXES = {
     "events_pkey": "(workspace_id, topic, message_id)",
     "events_by_position": "(xid, seq)",
     "requests_due": "WHERE ((status = 'pending'::text) AND (node_id IS NOT NULL))",
+    "dispatch_misses_by_workflow": "USING gin (workflow_ids)",
 }
 
 

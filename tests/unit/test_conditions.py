@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from agentflow.core import condition_ops as ops
 from agentflow.core import regex_guard
+from agentflow.core.condition_predicates import compile_condition
 from agentflow.core.conditions import (
     MAX_DEPTH,
     MAX_RULES,
@@ -52,7 +53,10 @@ def rule_config(op: str, value: Any = NO_VALUE, *, ci: bool = False, path: str =
 
 def check(op: str, value: Any, field: Any, *, ci: bool = False) -> bool:
     doc = {} if field is ABSENT else {"f": field}
-    return evaluate(parse_conditions(rule_config(op, value, ci=ci)), doc, now=NOW)
+    condition = parse_conditions(rule_config(op, value, ci=ci))
+    result = evaluate(condition, doc, now=NOW)
+    assert compile_condition(condition)(doc, NOW) is result, "the compiled predicate agrees"
+    return result
 
 
 def errors_of(data: Any, path: str = "conditions") -> list[dict[str, str]]:
@@ -362,6 +366,7 @@ BIG = rule_config("gte", 100, path="amount")
 )
 def test_groups(cond: Any, doc: dict[str, Any], expected: bool) -> None:
     assert evaluate(parse_conditions(cond), doc, now=NOW) is expected
+    assert compile_condition(parse_conditions(cond))(doc, NOW) is expected
 
 
 def test_list_shorthand_means_all() -> None:
@@ -845,6 +850,7 @@ def test_evaluate_never_raises_and_explain_agrees(raw: Any, doc: Any) -> None:
     assert isinstance(result, bool)
     explanation = explain(cond, doc, now=NOW)
     assert explanation.matched is result
+    assert compile_condition(cond)(doc, NOW) is result
     json.dumps(explanation.to_json(), allow_nan=False)
     orjson.dumps(explanation.to_json())
     assert parse_conditions(dump_conditions(cond)) == cond

@@ -240,11 +240,11 @@ class Decisions:
 
 async def decisions(pool: asyncpg.Pool) -> Decisions:
     """The dispatcher's decisions so far."""
-    rows = await pool.fetch("SELECT decision, count(*) AS n FROM dispatch_decisions GROUP BY decision")
+    rows = await pool.fetch("SELECT decision, count(*) AS n FROM dispatch_outcomes GROUP BY decision")
     row = await pool.fetchrow(
         "SELECT count(DISTINCT (event_topic, event_message_id)) AS events,"
         " count(DISTINCT (event_topic, event_message_id)) FILTER (WHERE decision = 'started') AS started"
-        " FROM dispatch_decisions"
+        " FROM dispatch_outcomes"
     )
     assert row is not None
     return Decisions({r["decision"]: int(r["n"]) for r in rows}, int(row["events"]), int(row["started"]))
@@ -255,7 +255,7 @@ async def decision_batches(pool: asyncpg.Pool) -> list[tuple[datetime, int]]:
     the transaction's ``now()``) and how many events it decided."""
     rows = await pool.fetch(
         "SELECT created_at, count(DISTINCT (event_topic, event_message_id)) AS events"
-        " FROM dispatch_decisions GROUP BY created_at ORDER BY created_at"
+        " FROM dispatch_outcomes GROUP BY created_at ORDER BY created_at"
     )
     return [(r["created_at"], int(r["events"])) for r in rows]
 

@@ -103,6 +103,10 @@ class Rule(BaseModel):
                 raise ValueError(f"{self.op} {exc}") from None
         return self
 
+    def prepared_operand(self) -> Any:
+        """The value as the operator compares with it (prepared once, when parsed)."""
+        return self._operand
+
     def outcome(self, document: Any, now: datetime) -> tuple[bool, Any, str]:
         """Test the document: (matched, the resolved field or ``ABSENT``, why)."""
         actual = resolve(document, self.path)

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 
 from agentflow.core import conditions
 from agentflow.core.condition_ops import ABSENT
+from agentflow.core.condition_predicates import Predicate, compile_condition
 from agentflow.core.durations import parse_duration
 from agentflow.core.events import Event
 from agentflow.core.json_paths import parse_path, resolve
@@ -116,11 +117,13 @@ class Trigger(BaseModel):
     mode: Mode = "enroll"
     debounce: Debounce | None = None
     _condition: conditions.Condition | None = PrivateAttr(default=None)
+    _predicate: Predicate | None = PrivateAttr(default=None)
 
     def model_post_init(self, context: Any, /) -> None:
-        """Parse the conditions once (validation already checked them)."""
+        """Parse and compile the conditions once (validation already checked them)."""
         if self.conditions is not None:
             self._condition = conditions.parse_conditions(self.conditions)
+            self._predicate = compile_condition(self._condition)
 
     @field_validator("topics")
     @classmethod
@@ -166,6 +169,13 @@ def event_document(event: Event) -> dict[str, Any]:
         "account_id": event.account_id,
         "published_at": event.published_at.isoformat(),
     }
+
+
+def conditions_match(trigger: Trigger, document: dict[str, Any], now: datetime) -> bool:
+    """Whether an event's ``event_document`` meets the trigger's conditions
+    (``conditions_hold`` without the why: it stops at the first rule that decides)."""
+    predicate = trigger._predicate
+    return predicate is None or predicate(document, now)
 
 
 def conditions_hold(trigger: Trigger, event: Event, now: datetime) -> tuple[bool, Any]:

@@ -24,7 +24,7 @@ from agentflow.core.sources import source_topics
 from agentflow.core.triggers import Trigger, conditions_hold, debounce_key, enrollment_key, event_document
 from agentflow.nodes.rendering import call_rendering
 from agentflow.runtime import metrics
-from agentflow.store import debounce, dispatch, gates
+from agentflow.store import debounce, decisions, dispatch, gates
 from agentflow.store.database import Connection
 
 Config = AgentConfig | StructuredConfig
@@ -149,14 +149,27 @@ async def start(
     return Decision(outcome.decision, outcome.run_id, key, reason)
 
 
-async def record(conn: Connection, decided: list[tuple[VersionRecord, Event, Decision]]) -> None:
-    """Record decisions (one statement), each for its (event, workflow) pair."""
-    await dispatch.record_all(
+Entry = tuple[VersionRecord, Event, Decision] | decisions.Miss
+"""A decision for (event, workflow), or a miss (its conditions did not hold, not explained)."""
+
+
+async def record(conn: Connection, entries: list[Entry]) -> None:
+    """Record decisions and misses (one statement each), in the order of ``entries``."""
+    await decisions.record_all(
         conn,
         [
-            dispatch.DecisionRow(
-                v.workspace_id, v.workflow_id, e.topic, e.message_id, d.decision, d.key, d.run_id, d.reason
+            e
+            if isinstance(e, decisions.Miss)
+            else decisions.DecisionRow(
+                e[0].workspace_id,
+                e[0].workflow_id,
+                e[1].topic,
+                e[1].message_id,
+                e[2].decision,
+                e[2].key,
+                e[2].run_id,
+                e[2].reason,
             )
-            for v, e, d in decided
+            for e in entries
         ],
     )

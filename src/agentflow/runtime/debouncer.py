@@ -11,7 +11,7 @@ from typing import Any
 
 from agentflow.runtime.admission import start
 from agentflow.runtime.configs import ConfigCache
-from agentflow.store import debounce, dispatch, workflows
+from agentflow.store import debounce, decisions, workflows
 from agentflow.store.database import Connection
 
 # Fields the window keeps beside each event document, for closing it.
@@ -31,7 +31,7 @@ async def close_windows(conn: Connection, configs: ConfigCache, limit: int) -> i
             conn, window.workspace_id, workflow_id=window.workflow_id, name=None
         )
         if found is None or not found[1]:
-            await dispatch.settle(
+            await decisions.settle(
                 conn, window.workspace_id, window.workflow_id, refs, "workflow_disabled", None, None,
                 {"window": "the workflow was disabled or made a draft before its debounce window closed"},
             )  # fmt: skip
@@ -48,7 +48,7 @@ async def close_windows(conn: Connection, configs: ConfigCache, limit: int) -> i
             conn, version, config, key, docs[-1]["data"], trigger_doc, docs,
             {"debounce_key": window.debounce_key, "window_events": len(docs)},
         )  # fmt: skip
-        await dispatch.settle(
+        await decisions.settle(
             conn, window.workspace_id, window.workflow_id, refs, None, key, decision.run_id,
             {"window_closed": {"outcome": decision.decision, "events": len(docs), "reason": decision.reason}},
         )  # fmt: skip

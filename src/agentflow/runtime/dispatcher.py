@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
 
 from agentflow.core.events import Event
 from agentflow.core.records import VersionRecord
 from agentflow.core.sources import topic_matches
-from agentflow.runtime.admission import Decision, admit, record, topics_of
+from agentflow.core.triggers import conditions_match, event_document
+from agentflow.runtime.admission import Config, Decision, Entry, admit, record, topics_of, trigger_of
 from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.consumer import EventConsumer
 from agentflow.runtime.event_waits import answer_waits
-from agentflow.store import dispatch
+from agentflow.store import decisions, dispatch
 from agentflow.store.database import Connection, Database, unavailable
 
 logger = logging.getLogger(__name__)
@@ -34,6 +37,8 @@ class Dispatcher:
     def __init__(self, db: Database) -> None:
         self.db = db
         self._configs = ConfigCache(db.pool)
+        # The listening versions of the last batch: their configs are not read again.
+        self._versions: dict[tuple[UUID, UUID, int], VersionRecord] = {}
         # After a batch failed, the next one is decided pair by pair in savepoints, so one
         # poison (event, workflow) pair is recorded as an error instead of blocking the log.
         self._careful = False
@@ -65,23 +70,54 @@ class Dispatcher:
                     raise
                 logger.exception("answering event waits of a batch failed")
         listening = []
-        for version in await dispatch.listening_workflows(conn):
+        versions = await dispatch.listening_workflows(conn, self._versions)
+        self._versions = {(v.workspace_id, v.workflow_id, v.version): v for v in versions}
+        for version in versions:
             config = self._configs.parse(version)
             listening.append((version, config, topics_of(config)))
-        pairs = [
-            (event, version, config)
-            for event in batch
-            for version, config, topics in listening
-            if version.workspace_id == event.workspace_id and topic_matches(topics, event.topic)
-        ]
+        by_topic: dict[tuple[UUID, str], list[tuple[VersionRecord, Config]]] = {}
+        pairs = []
+        for event in batch:
+            # Workflows indexed by (workspace, topic) for the batch: a topic's filters are
+            # matched once, not once per event.
+            at = (event.workspace_id, event.topic)
+            if at not in by_topic:
+                by_topic[at] = [
+                    (version, config)
+                    for version, config, topics in listening
+                    if version.workspace_id == event.workspace_id and topic_matches(topics, event.topic)
+                ]
+            pairs += [(event, version, config) for version, config in by_topic[at]]
         if not pairs:
             self._careful = False
             return
-        done = await dispatch.decided(conn, [(e.workspace_id, e.topic, e.message_id) for e in batch])
+        done = await decisions.decided(conn, [(e.workspace_id, e.topic, e.message_id) for e in batch])
         now = datetime.now(UTC)
-        decided: list[tuple[VersionRecord, Event, Decision]] = []
+        decided: list[Entry] = []
+        documents: dict[int, dict[str, Any]] = {}  # by id(event): built once per event
         for event, version, config in pairs:
             if (event.workspace_id, version.workflow_id, event.topic, event.message_id) in done:
+                continue
+            try:
+                document = documents.get(id(event))
+                if document is None:
+                    document = documents[id(event)] = event_document(event)
+                matched = conditions_match(trigger_of(config), document, now)
+            except Exception as exc:  # a condition the parser let through but cannot evaluate
+                logger.exception("conditions failed on %s %s", event.topic, event.message_id)
+                error = {"error": type(exc).__name__, "message": str(exc)[:1000]}
+                decided.append((version, event, Decision("error", reason=error)))
+                continue
+            if not matched:  # explained when read (eventlog), not here: most pairs end so
+                decided.append(
+                    decisions.Miss(
+                        version.workspace_id,
+                        version.workflow_id,
+                        version.version,
+                        event.topic,
+                        event.message_id,
+                    )
+                )
                 continue
             if not careful:
                 decided.append((version, event, await admit(conn, version, config, event, "event", now)))

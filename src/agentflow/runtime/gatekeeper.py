@@ -21,7 +21,7 @@ from agentflow.core.errors import NotFoundError
 from agentflow.core.gate import EventGate, GateQuestion, GateVerdict
 from agentflow.runtime.admission import proceed
 from agentflow.runtime.configs import ConfigCache
-from agentflow.store import approvals, dispatch, gates, workflows
+from agentflow.store import approvals, decisions, gates, workflows
 from agentflow.store.database import Database, unavailable
 
 __all__ = ["EventGate", "GateQuestion", "GateUnavailable", "GateVerdict", "Gatekeeper", "NoGate"]
@@ -154,7 +154,7 @@ class Gatekeeper:
                 await approvals.add_model_call(conn, request.workspace_id, usage, d.get("usd_cost", 0.0))
             key = request.trigger.get("enrollment_key")
             if not verdict.start:
-                await dispatch.settle(
+                await decisions.settle(
                     conn, request.workspace_id, request.workflow_id, refs, "gate_declined", None, None,
                     {"gate": recorded},
                 )  # fmt: skip
@@ -166,7 +166,7 @@ class Gatekeeper:
             trigger_doc = {"source": request.trigger["source"], "event": request.event}
             reason = {"conditions": request.trigger.get("conditions"), "gate": recorded}
             decision = await proceed(conn, version, config, request.event, trigger_doc, key, reason)
-            await dispatch.settle(
+            await decisions.settle(
                 conn, request.workspace_id, request.workflow_id, refs, decision.decision, key,
                 decision.run_id, decision.reason,
             )  # fmt: skip

@@ -20,7 +20,7 @@ from agentflow.runtime import metrics
 from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.debouncer import close_windows
 from agentflow.runtime.reminders import ReminderScanner
-from agentflow.store import debounce, dispatch, events, memory, requests, run_deltas, schedules
+from agentflow.store import debounce, decisions, events, memory, requests, run_deltas, schedules
 from agentflow.store.database import UNAVAILABLE_ERRORS, Database, unavailable
 
 logger = logging.getLogger(__name__)
@@ -118,10 +118,10 @@ class Scheduler:
             return 0, 0
         pruned = await events.prune(self.db.pool, self.retention)
         async with self.db.pool.acquire() as conn:
-            decisions = await dispatch.prune_decisions(conn, self.retention)
-        if pruned or decisions:
-            logger.info("retention: deleted %d event(s) and %d decision(s)", pruned, decisions)
-        return pruned, decisions
+            pruned_decisions = await decisions.prune_decisions(conn, self.retention)
+        if pruned or pruned_decisions:
+            logger.info("retention: deleted %d event(s) and %d decision(s)", pruned, pruned_decisions)
+        return pruned, pruned_decisions
 
     async def run(self) -> None:
         """Tick whenever a schedule is due (or the poll interval passes)."""

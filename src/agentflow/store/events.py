@@ -211,6 +211,20 @@ async def for_account(
     return [_event(r) for r in rows]
 
 
+async def by_ids(
+    conn: Connection, workspace_id: UUID, ids: list[tuple[str, str]]
+) -> dict[tuple[str, str], Event]:
+    """The stored events among ``ids`` (topic, message id), by id."""
+    rows = await conn.fetch(
+        f"SELECT {_COLUMNS} FROM events WHERE workspace_id = $1"
+        " AND (topic, message_id) IN (SELECT * FROM unnest($2::text[], $3::text[]))",
+        workspace_id,
+        [topic for topic, _ in ids],
+        [message_id for _, message_id in ids],
+    )
+    return {(r["topic"], r["message_id"]): _event(r) for r in rows}
+
+
 def _event(row: Any) -> Event:
     return Event(
         workspace_id=row["workspace_id"],
