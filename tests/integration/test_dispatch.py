@@ -288,10 +288,10 @@ async def test_a_poison_pair_is_recorded_as_an_error_instead_of_blocking_the_log
     await engine.events.publish([{"topic": "t", "message_id": m} for m in ("ok-1", "bad", "ok-2")])
     real_admit = dispatcher_module.admit
 
-    async def admit(conn: Any, version: Any, config: Any, event: Any, source: str, now: Any) -> Any:
+    async def admit(conn: Any, version: Any, config: Any, event: Any, source: str, now: Any, *rest: Any) -> Any:
         if event.message_id == "bad":  # a bug that only this event triggers
             raise RuntimeError("boom")
-        return await real_admit(conn, version, config, event, source, now)
+        return await real_admit(conn, version, config, event, source, now, *rest)
 
     monkeypatch.setattr(dispatcher_module, "admit", admit)
     consumer = Dispatcher(engine.db).consumer()

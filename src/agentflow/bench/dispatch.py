@@ -26,12 +26,13 @@ from typing import Any
 from agentflow.bench import queries
 from agentflow.bench.context import BenchContext, publish, triggered
 from agentflow.bench.processes import worker_group
-from agentflow.bench.report import WorkloadResult
+from agentflow.bench.report import Target, WorkloadResult
 from agentflow.runtime.dispatcher import CONSUMER_NAME
 
 TOPIC = "bench.e3.update"
 BATCH = 500
 POLL = 0.02
+TARGET_EVENTS_PER_S = 1000.0  # issue 17
 
 
 def listener(k: int) -> dict[str, Any]:
@@ -94,7 +95,11 @@ async def e3(ctx: BenchContext) -> WorkloadResult:
     matched = sum(1 for i in range(n) if bucket(i, workflows) < workflows)
     floor = ctx.floor
     result.add(
-        f"events/s dispatched ({workflows} workflows)", n / seconds, "events/s", floor=floor.commits_per_s
+        f"events/s dispatched ({workflows} workflows)",
+        n / seconds,
+        "events/s",
+        floor=floor.commits_per_s,
+        target=Target(">=", TARGET_EVENTS_PER_S, "events/s"),
     )
     pairs_per_s = decided.pairs / seconds
     result.add("decisions/s ((event, workflow) pairs)", pairs_per_s, "decisions/s", floor=floor.commits_per_s)

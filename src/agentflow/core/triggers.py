@@ -125,6 +125,10 @@ class Trigger(BaseModel):
             self._condition = conditions.parse_conditions(self.conditions)
             self._predicate = compile_condition(self._condition)
 
+    def predicate(self) -> Predicate | None:
+        """The conditions compiled (``condition_predicates``); None when there are none."""
+        return self._predicate
+
     @field_validator("topics")
     @classmethod
     def _topics(cls, value: list[str]) -> list[str]:
@@ -169,13 +173,6 @@ def event_document(event: Event) -> dict[str, Any]:
         "account_id": event.account_id,
         "published_at": event.published_at.isoformat(),
     }
-
-
-def conditions_match(trigger: Trigger, document: dict[str, Any], now: datetime) -> bool:
-    """Whether an event's ``event_document`` meets the trigger's conditions
-    (``conditions_hold`` without the why: it stops at the first rule that decides)."""
-    predicate = trigger._predicate
-    return predicate is None or predicate(document, now)
 
 
 def conditions_hold(trigger: Trigger, event: Event, now: datetime) -> tuple[bool, Any]:

@@ -10,6 +10,7 @@ write a whole batch's decisions in one statement.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -64,7 +65,13 @@ def topics_of(config: Config) -> list[str]:
 
 
 async def admit(
-    conn: Connection, version: VersionRecord, config: Config, event: Event, source: str, now: datetime
+    conn: Connection,
+    version: VersionRecord,
+    config: Config,
+    event: Event,
+    source: str,
+    now: datetime,
+    deferred: DeferredStarts | None = None,
 ) -> Decision:
     """Decide what ``event`` does at the workflow of ``version`` and act on it (``record`` it).
 
@@ -75,6 +82,9 @@ async def admit(
         event: the stored event.
         source: how it arrived (``event``, ``public``, ``private``); kept on the run.
         now: the time conditions compare dates with.
+        deferred: where a run that no other start can conflict with goes, to be inserted
+            with others (``DeferredStarts.insert``) before the caller records the decisions;
+            None: inserted now.
     """
     trigger = trigger_of(config)
     matched, why = conditions_hold(trigger, event, now)
@@ -93,7 +103,7 @@ async def admit(
             {**trigger_doc, "enrollment_key": key, "conditions": why},
         )  # fmt: skip
         return Decision("gate_pending", key=key, reason={"conditions": why})
-    return await proceed(conn, version, config, doc, trigger_doc, key, {"conditions": why})
+    return await proceed(conn, version, config, doc, trigger_doc, key, {"conditions": why}, deferred)
 
 
 async def proceed(
@@ -104,6 +114,7 @@ async def proceed(
     trigger_doc: dict[str, Any],
     key: str | None,
     reason: dict[str, Any],
+    deferred: DeferredStarts | None = None,
 ) -> Decision:
     """After conditions and the gate: put the event in its debounce window, or start/enroll."""
     trigger = trigger_of(config)
@@ -123,7 +134,7 @@ async def proceed(
                         "fire_at": window["fire_at"].isoformat()},
             )  # fmt: skip
         reason = {**reason, "debounce": "the payload has no debounce key; handled at once"}
-    return await start(conn, version, config, key, doc["data"], trigger_doc, [doc], reason)
+    return await start(conn, version, config, key, doc["data"], trigger_doc, [doc], reason, deferred)
 
 
 async def start(
@@ -135,9 +146,15 @@ async def start(
     trigger_doc: dict[str, Any],
     docs: list[dict[str, Any]],
     reason: dict[str, Any],
+    deferred: DeferredStarts | None = None,
 ) -> Decision:
     """Start a run for ``key`` or act on its active run as the trigger's mode says."""
     trigger = trigger_of(config)
+    if deferred is not None and (key is None or trigger.mode == "parallel"):
+        # Nothing to look up: such a run never conflicts with another (it holds no key).
+        metrics.RUNS_STARTED.inc()
+        run_id = deferred.add(version, payload, planner.initial_state(config), trigger_doc, docs)
+        return Decision("started", run_id, key, reason)
     outcome = await dispatch.start_or_enroll(
         conn, version.workspace_id, version.workflow_id, version.version, key,
         trigger.enrollment.reuse, trigger.mode, payload, planner.initial_state(config), trigger_doc, docs,
@@ -147,6 +164,42 @@ async def start(
     if outcome.decision in ("started", "restarted"):
         metrics.RUNS_STARTED.inc()
     return Decision(outcome.decision, outcome.run_id, key, reason)
+
+
+class DeferredStarts:
+    """Runs without an enrollment key, started together by one statement (``insert``)."""
+
+    def __init__(self) -> None:
+        self._runs: list[dispatch.NewRun] = []
+
+    def add(
+        self,
+        version: VersionRecord,
+        payload: Any,
+        state: dict[str, Any],
+        trigger_doc: dict[str, Any],
+        docs: list[dict[str, Any]],
+    ) -> UUID:
+        """Queue a run; return the id it will have."""
+        run_id = uuid.uuid4()
+        self._runs.append(
+            dispatch.NewRun(
+                version.workspace_id,
+                run_id,
+                version.workflow_id,
+                version.version,
+                payload,
+                state,
+                trigger_doc,
+                docs,
+            )
+        )
+        return run_id
+
+    async def insert(self, conn: Connection) -> None:
+        """Insert the queued runs (in the caller's transaction) and forget them."""
+        runs, self._runs = self._runs, []
+        await dispatch.start_many(conn, runs)
 
 
 Entry = tuple[VersionRecord, Event, Decision] | decisions.Miss

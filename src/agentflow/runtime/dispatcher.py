@@ -12,14 +12,24 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
-from typing import Any
+from typing import NamedTuple
 from uuid import UUID
 
+from agentflow.core.condition_predicates import Predicate
 from agentflow.core.events import Event
 from agentflow.core.records import VersionRecord
 from agentflow.core.sources import topic_matches
-from agentflow.core.triggers import conditions_match, event_document
-from agentflow.runtime.admission import Config, Decision, Entry, admit, record, topics_of, trigger_of
+from agentflow.core.triggers import event_document
+from agentflow.runtime.admission import (
+    Config,
+    Decision,
+    DeferredStarts,
+    Entry,
+    admit,
+    record,
+    topics_of,
+    trigger_of,
+)
 from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.consumer import EventConsumer
 from agentflow.runtime.event_waits import answer_waits
@@ -58,78 +68,110 @@ class Dispatcher:
                 again; that delivery is decided pair by pair, see ``_careful``).
         """
         careful, self._careful = self._careful, True
-        # Runs waiting for these events first (runtime.event_waits), in this transaction too.
-        if not careful:
-            await answer_waits(conn, batch, datetime.now(UTC))
-        else:
-            try:
-                async with conn.transaction():  # a savepoint: a failure here blocks no workflow
-                    await answer_waits(conn, batch, datetime.now(UTC))
-            except Exception as exc:
-                if unavailable(exc):
-                    raise
-                logger.exception("answering event waits of a batch failed")
-        listening = []
-        versions = await dispatch.listening_workflows(conn, self._versions)
-        self._versions = {(v.workspace_id, v.workflow_id, v.version): v for v in versions}
-        for version in versions:
-            config = self._configs.parse(version)
-            listening.append((version, config, topics_of(config)))
-        by_topic: dict[tuple[UUID, str], list[tuple[VersionRecord, Config]]] = {}
-        pairs = []
-        for event in batch:
-            # Workflows indexed by (workspace, topic) for the batch: a topic's filters are
-            # matched once, not once per event.
-            at = (event.workspace_id, event.topic)
-            if at not in by_topic:
-                by_topic[at] = [
-                    (version, config)
-                    for version, config, topics in listening
-                    if version.workspace_id == event.workspace_id and topic_matches(topics, event.topic)
-                ]
-            pairs += [(event, version, config) for version, config in by_topic[at]]
-        if not pairs:
+        await self._answer_waits(conn, batch, careful)
+        by_topic = await self._listeners(conn, batch)
+        if not any(by_topic.values()):
             self._careful = False
             return
         done = await decisions.decided(conn, [(e.workspace_id, e.topic, e.message_id) for e in batch])
         now = datetime.now(UTC)
-        decided: list[Entry] = []
-        documents: dict[int, dict[str, Any]] = {}  # by id(event): built once per event
-        for event, version, config in pairs:
-            if (event.workspace_id, version.workflow_id, event.topic, event.message_id) in done:
-                continue
-            try:
-                document = documents.get(id(event))
-                if document is None:
-                    document = documents[id(event)] = event_document(event)
-                matched = conditions_match(trigger_of(config), document, now)
-            except Exception as exc:  # a condition the parser let through but cannot evaluate
-                logger.exception("conditions failed on %s %s", event.topic, event.message_id)
-                error = {"error": type(exc).__name__, "message": str(exc)[:1000]}
-                decided.append((version, event, Decision("error", reason=error)))
-                continue
-            if not matched:  # explained when read (eventlog), not here: most pairs end so
-                decided.append(
-                    decisions.Miss(
-                        version.workspace_id,
-                        version.workflow_id,
-                        version.version,
-                        event.topic,
-                        event.message_id,
+        entries: list[Entry] = []
+        # Runs that cannot conflict are inserted together below; the careful pass inserts
+        # each in its own savepoint instead.
+        deferred = None if careful else DeferredStarts()
+        for event in batch:
+            listeners = by_topic[(event.workspace_id, event.topic)]
+            document = event_document(event) if listeners else None
+            for version, config, predicate in listeners:
+                if done and (event.workspace_id, version.workflow_id, event.topic, event.message_id) in done:
+                    continue
+                try:
+                    matched = predicate is None or predicate(document, now)
+                except Exception as exc:  # a condition the parser let through but cannot evaluate
+                    logger.exception("conditions failed on %s %s", event.topic, event.message_id)
+                    entries.append((version, event, _error(exc)))
+                    continue
+                if matched:
+                    entries.append(
+                        (version, event, await self._admit(conn, version, config, event, now, deferred))
                     )
-                )
-                continue
-            if not careful:
-                decided.append((version, event, await admit(conn, version, config, event, "event", now)))
-                continue
-            try:
-                async with conn.transaction():  # a savepoint
-                    decision = await admit(conn, version, config, event, "event", now)
-            except Exception as exc:
-                if unavailable(exc):
-                    raise
-                logger.exception("dispatch of %s %s failed", event.topic, event.message_id)
-                decision = Decision("error", reason={"error": type(exc).__name__, "message": str(exc)[:1000]})
-            decided.append((version, event, decision))
-        await record(conn, decided)
+                else:  # explained when read (eventlog), not here: most pairs end so
+                    entries.append(
+                        decisions.Miss(
+                            version.workspace_id,
+                            version.workflow_id,
+                            version.version,
+                            event.topic,
+                            event.message_id,
+                        )
+                    )
+        if deferred is not None:
+            await deferred.insert(conn)
+        await record(conn, entries)
         self._careful = False
+
+    async def _answer_waits(self, conn: Connection, batch: list[Event], careful: bool) -> None:
+        """Answer the runs that wait for these events (``runtime.event_waits``), first."""
+        if not careful:
+            await answer_waits(conn, batch, datetime.now(UTC))
+            return
+        try:
+            async with conn.transaction():  # a savepoint: a failure here blocks no workflow
+                await answer_waits(conn, batch, datetime.now(UTC))
+        except Exception as exc:
+            if unavailable(exc):
+                raise
+            logger.exception("answering event waits of a batch failed")
+
+    async def _listeners(
+        self, conn: Connection, batch: list[Event]
+    ) -> dict[tuple[UUID, str], list[_Listener]]:
+        """The listening workflows of each (workspace, topic) of the batch: a topic's filters
+        are matched once per batch, not once per event."""
+        versions = await dispatch.listening_workflows(conn, self._versions)
+        self._versions = {(v.workspace_id, v.workflow_id, v.version): v for v in versions}
+        listening = []
+        for version in versions:
+            config = self._configs.parse(version)
+            listening.append((version, config, topics_of(config)))
+        by_topic: dict[tuple[UUID, str], list[_Listener]] = {}
+        for event in batch:
+            at = (event.workspace_id, event.topic)
+            if at not in by_topic:
+                by_topic[at] = [
+                    _Listener(version, config, trigger_of(config).predicate())
+                    for version, config, topics in listening
+                    if version.workspace_id == event.workspace_id and topic_matches(topics, event.topic)
+                ]
+        return by_topic
+
+    async def _admit(
+        self,
+        conn: Connection,
+        version: VersionRecord,
+        config: Config,
+        event: Event,
+        now: datetime,
+        deferred: DeferredStarts | None,
+    ) -> Decision:
+        """Admit a pair whose conditions hold; the careful pass in a savepoint of its own."""
+        if deferred is not None:
+            return await admit(conn, version, config, event, "event", now, deferred)
+        try:
+            async with conn.transaction():  # a savepoint
+                return await admit(conn, version, config, event, "event", now)
+        except Exception as exc:
+            if unavailable(exc):
+                raise
+            logger.exception("dispatch of %s %s failed", event.topic, event.message_id)
+            return _error(exc)
+
+
+class _Listener(NamedTuple):
+    version: VersionRecord
+    config: Config
+    predicate: Predicate | None
+
+
+def _error(exc: Exception) -> Decision:
+    return Decision("error", reason={"error": type(exc).__name__, "message": str(exc)[:1000]})

@@ -87,65 +87,84 @@ async def record_all(conn: Connection, entries: Sequence[DecisionRow | Miss]) ->
     order events were decided in.
     """
     rows = [e for e in entries if isinstance(e, DecisionRow)]
-    misses = [e for e in entries if isinstance(e, Miss)]
-    row_ids: list[int | None]
-    miss_ids: list[int | None]
-    if rows and misses:
+    events: dict[tuple[UUID, str, str], list[Miss]] = {}  # misses by event, in first-seen order
+    for entry in entries:
+        if isinstance(entry, Miss):
+            events.setdefault((entry.workspace_id, entry.topic, entry.message_id), []).append(entry)
+    row_ids: list[int | None] = [None] * len(rows)  # None: drawn by the insert
+    event_ids: list[int | None] = [None] * len(events)
+    if rows and events:
+        order = list(events)
         firsts: dict[tuple[UUID, str, str], int] = {}
-        for at, entry in enumerate(entries):
-            if isinstance(entry, Miss):
-                firsts.setdefault((entry.workspace_id, entry.topic, entry.message_id), at)
-        slots = sorted(
-            [at for at, e in enumerate(entries) if isinstance(e, DecisionRow)] + list(firsts.values())
-        )
+        slots: list[tuple[str, int]] = []
+        for entry in entries:
+            if isinstance(entry, DecisionRow):
+                slots.append(("row", len(slots)))
+            elif (key := (entry.workspace_id, entry.topic, entry.message_id)) not in firsts:
+                firsts[key] = len(slots)
+                slots.append(("event", len(slots)))
         drawn = await conn.fetch(
             "SELECT nextval('dispatch_decisions_id_seq') AS id FROM generate_series(1, $1)", len(slots)
         )
-        ids = dict(zip(slots, sorted(r["id"] for r in drawn), strict=True))
-        firsts_ids = {key: ids[at] for key, at in firsts.items()}
-        row_ids = [ids[at] for at, e in enumerate(entries) if isinstance(e, DecisionRow)]
-        miss_ids = [firsts_ids[(m.workspace_id, m.topic, m.message_id)] for m in misses]
-    else:
-        row_ids, miss_ids = [None] * len(rows), [None] * len(misses)  # drawn by the inserts
+        ids = sorted(r["id"] for r in drawn)
+        row_ids = [ids[at] for kind, at in slots if kind == "row"]
+        event_ids = [ids[firsts[key]] for key in order]
     if rows:
-        await conn.execute(
-            "INSERT INTO dispatch_decisions (id, workspace_id, workflow_id, event_topic, event_message_id,"
-            " decision, enrollment_key, run_id, reason, decided_at) OVERRIDING SYSTEM VALUE"
-            " SELECT coalesce(id, nextval('dispatch_decisions_id_seq')), ws, wf, topic, message_id, decision,"
-            " key, run_id, reason, now()"
-            " FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[],"
-            " $7::uuid[], $8::jsonb[], $9::bigint[])"
-            "   AS d(ws, wf, topic, message_id, decision, key, run_id, reason, id)"
-            " ON CONFLICT DO NOTHING",
-            [r.workspace_id for r in rows],
-            [r.workflow_id for r in rows],
-            [r.topic for r in rows],
-            [r.message_id for r in rows],
-            [r.decision for r in rows],
-            [r.key for r in rows],
-            [r.run_id for r in rows],
-            [r.reason for r in rows],
-            row_ids,
-        )
-    if misses:
-        await conn.execute(
-            "INSERT INTO dispatch_misses"
-            " (id, workspace_id, event_topic, event_message_id, workflow_ids, versions)"
-            # Ids drawn after the grouping's sort, so that events keep their order.
-            " SELECT coalesce(id, nextval('dispatch_decisions_id_seq')), ws, topic, message_id, wfs, vs FROM"
-            " (SELECT min(id) AS id, ws, topic, message_id, array_agg(workflow_id ORDER BY n) AS wfs,"
-            "  array_agg(version ORDER BY n) AS vs"
-            "  FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::int[], $6::bigint[])"
-            "   WITH ORDINALITY AS m(ws, topic, message_id, workflow_id, version, id, n)"
-            "  GROUP BY ws, topic, message_id ORDER BY min(n) OFFSET 0) AS grouped"
-            " ON CONFLICT DO NOTHING",
-            [m.workspace_id for m in misses],
-            [m.topic for m in misses],
-            [m.message_id for m in misses],
-            [m.workflow_id for m in misses],
-            [m.version for m in misses],
-            miss_ids,
-        )
+        await _insert_decisions(conn, rows, row_ids)
+    if events:
+        await _insert_misses(conn, events, event_ids)
+
+
+async def _insert_decisions(conn: Connection, rows: list[DecisionRow], ids: list[int | None]) -> None:
+    await conn.execute(
+        "INSERT INTO dispatch_decisions (id, workspace_id, workflow_id, event_topic, event_message_id,"
+        " decision, enrollment_key, run_id, reason, decided_at) OVERRIDING SYSTEM VALUE"
+        " SELECT coalesce(id, nextval('dispatch_decisions_id_seq')), ws, wf, topic, message_id, decision,"
+        " key, run_id, reason, now()"
+        " FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[],"
+        " $7::uuid[], $8::jsonb[], $9::bigint[])"
+        "   AS d(ws, wf, topic, message_id, decision, key, run_id, reason, id)"
+        " ON CONFLICT DO NOTHING",
+        [r.workspace_id for r in rows],
+        [r.workflow_id for r in rows],
+        [r.topic for r in rows],
+        [r.message_id for r in rows],
+        [r.decision for r in rows],
+        [r.key for r in rows],
+        [r.run_id for r in rows],
+        [r.reason for r in rows],
+        ids,
+    )
+
+
+async def _insert_misses(
+    conn: Connection, events: dict[tuple[UUID, str, str], list[Miss]], ids: list[int | None]
+) -> None:
+    # Each event's workflows are a slice of two flat arrays (a parameter cannot be an array of
+    # arrays of different lengths); grouping here costs a fraction of grouping in SQL.
+    workflow_ids = [m.workflow_id for misses in events.values() for m in misses]
+    versions = [m.version for misses in events.values() for m in misses]
+    bounds, at = [], 1
+    for misses in events.values():
+        bounds.append((at, at + len(misses) - 1))
+        at += len(misses)
+    await conn.execute(
+        "INSERT INTO dispatch_misses"
+        " (id, workspace_id, event_topic, event_message_id, workflow_ids, versions)"
+        " SELECT coalesce(id, nextval('dispatch_decisions_id_seq')), ws, topic, message_id,"
+        " ($6::uuid[])[lo:hi], ($7::int[])[lo:hi]"
+        " FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[], $5::int[], $8::bigint[])"
+        "   WITH ORDINALITY AS e(ws, topic, message_id, lo, hi, id, n)"
+        " ORDER BY n ON CONFLICT DO NOTHING",
+        [ws for ws, _, _ in events],
+        [topic for _, topic, _ in events],
+        [message_id for _, _, message_id in events],
+        [lo for lo, _ in bounds],
+        [hi for _, hi in bounds],
+        workflow_ids,
+        versions,
+        ids,
+    )
 
 
 async def settle(

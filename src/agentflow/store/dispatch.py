@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 from agentflow.core.records import VersionRecord
@@ -138,6 +138,47 @@ async def start_or_enroll(
         # A run for the key started meanwhile (another dispatcher, a webhook, the API): its
         # insert committed before ours gave up, so the next round sees it.
     raise EnrollmentContention(f"enrollment key {key!r} kept changing; retry the transaction")
+
+
+class NewRun(NamedTuple):
+    """A run to start with its trigger rows (``docs``: the events it was started by)."""
+
+    workspace_id: UUID
+    id: UUID
+    workflow_id: UUID
+    version: int
+    payload: Any
+    state: dict[str, Any]
+    trigger: dict[str, Any]
+    docs: list[dict[str, Any]]
+
+
+async def start_many(conn: Connection, new: list[NewRun]) -> None:
+    """Start runs that hold no enrollment key (nothing to conflict with), in one statement."""
+    if not new:
+        return
+    docs = [(run, doc) for run in new for doc in run.docs]
+    await conn.execute(
+        "WITH r AS (INSERT INTO runs (workspace_id, id, workflow_id, workflow_version, status, input,"
+        " state, trigger, due_at)"
+        " SELECT ws, id, wf, v, 'created', input, state, trigger, now()"
+        " FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::int[], $5::jsonb[], $6::jsonb[], $7::jsonb[])"
+        "   AS n(ws, id, wf, v, input, state, trigger) RETURNING 1),"
+        " i AS (INSERT INTO run_inbox (workspace_id, run_id, kind, payload, consumed_at, consumed_seq)"
+        " SELECT ws, id, 'trigger', doc, now(), 0 FROM unnest($8::uuid[], $9::uuid[], $10::jsonb[])"
+        "   AS d(ws, id, doc))"
+        f" SELECT pg_notify('{WAKE_CHANNEL}', '') FROM (SELECT count(*) FROM r) AS inserted",
+        [run.workspace_id for run in new],
+        [run.id for run in new],
+        [run.workflow_id for run in new],
+        [run.version for run in new],
+        [run.payload for run in new],
+        [run.state for run in new],
+        [run.trigger for run in new],
+        [run.workspace_id for run, _ in docs],
+        [run.id for run, _ in docs],
+        [doc for _, doc in docs],
+    )
 
 
 async def _active_run(conn: Connection, workspace_id: UUID, workflow_id: UUID, key: str) -> UUID | None:
