@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import importlib
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -23,7 +22,6 @@ import asyncpg
 
 from agentflow.access import AccessKeys
 from agentflow.accounts import AccountBook
-from agentflow.core import planner, starts
 from agentflow.core.config_validation import config_document, content_hash, parse_config_text, validate_config
 from agentflow.core.definitions import AgentConfig, StructuredConfig
 from agentflow.core.errors import ConflictError, NotFoundError
@@ -32,7 +30,6 @@ from agentflow.core.ids import DEFAULT_WORKSPACE as DEFAULT_WORKSPACE
 from agentflow.core.lifecycle import RUN_CANCELED
 from agentflow.core.records import RunRecord, StepRecord, VersionRecord, WorkflowRecord
 from agentflow.core.run_filters import RunFilter
-from agentflow.core.state_definition import check_start_state
 from agentflow.core.tools import ToolRegistry
 from agentflow.credentials import Credentials
 from agentflow.eventlog import EventLog
@@ -46,6 +43,7 @@ from agentflow.nodes.workflow_access import refuse_unknown_children
 from agentflow.oauth2_consents import Consents
 from agentflow.people import Directory
 from agentflow.reports import Reports
+from agentflow.run_starts import RunStarter
 from agentflow.run_streams import RunStreams
 from agentflow.runtime import metrics
 from agentflow.runtime.configs import ConfigCache
@@ -56,6 +54,7 @@ from agentflow.settings import Settings, previous_sealing_keys, sealing_key
 from agentflow.store import migrate, reads, run_search, runs, workflows
 from agentflow.store.database import Database
 from agentflow.store.embedded import EmbeddedServer
+from agentflow.store.run_starts import Started
 from agentflow.store.workflows import Published
 from agentflow.taskboard import TaskBoard
 from agentflow.webhooks import Webhooks
@@ -74,6 +73,9 @@ class Engine:
         self.settings = settings
         self._embedded = embedded
         self._configs = ConfigCache(db.pool)
+        self._starts = RunStarter(
+            db.pool, self._configs, lambda ref, version, ws: self.get_version(ref, version, workspace_id=ws)
+        )
         self.events = EventLog(db)
         self.tasks = TaskBoard(db)
         self.knowledge = KnowledgeBase(db)
@@ -251,7 +253,7 @@ class Engine:
         inputs: Any = None,
         idempotency_key: str | None = None,
         workspace_id: UUID = DEFAULT_WORKSPACE,
-    ) -> runs.Started:
+    ) -> Started:
         """Start a run on the workflow's latest version (or ``version``), at most once per
         ``idempotency_key``: a start with a key already used returns that run (``replayed``).
 
@@ -272,43 +274,10 @@ class Engine:
                 enrollment key; ``idempotency_key_reused`` when a start that asked for
                 something else used the idempotency key.
         """
-        key = None
-        if idempotency_key is not None:
-            asked = starts.fingerprint(
-                payload=payload, state=state, version=version, enrollment_key=enrollment_key,
-                start_from=start_from, inputs=inputs,
-            )  # fmt: skip
-            key = runs.StartKey(starts.check_key(idempotency_key), asked)
-        ref = workflow if isinstance(workflow, UUID) else (UUID(workflow) if _is_uuid(workflow) else None)
-        record = await workflows.resolve_version(
-            self.db.pool, workspace_id, workflow_id=ref, name=str(workflow), version=version
-        )
-        if record is None:  # say precisely what is missing
-            record = await self.get_version(workflow, version, workspace_id=workspace_id)
-        config = self._configs.parse(record)
-        starts.check_payload(config, payload)
-        check_start_state(config.name, config.state_definition, state)
-        first = planner.initial_state(config, state, start_from=start_from, inputs=inputs)
-        try:
-            started = await runs.start_once(
-                self.db.pool, workspace_id, uuid.uuid4(), record.workflow_id, record.version,
-                {} if payload is None else payload, first, enrollment_key, key=key,
-            )  # fmt: skip
-        except asyncpg.UniqueViolationError:
-            raise ConflictError(
-                "run_already_active",
-                f"a run of this workflow is already active for key {enrollment_key!r}",
-            ) from None
-        if started.replayed and key is not None and started.start_hash != key.hash:
-            raise ConflictError(
-                "idempotency_key_reused",
-                f"idempotency key {key.key!r} already started run {started.run.id} with a different request",
-                details={"run_id": str(started.run.id)},
-                solution="Send a new key for a new start; resend the same request to get its run back.",
-            )
-        if not started.replayed:
-            metrics.RUNS_STARTED.inc()
-        return started
+        return await self._starts.start(
+            workflow, payload, state=state, version=version, enrollment_key=enrollment_key,
+            start_from=start_from, inputs=inputs, idempotency_key=idempotency_key, workspace_id=workspace_id,
+        )  # fmt: skip
 
     async def get_run(self, run_id: UUID | str, *, workspace_id: UUID = DEFAULT_WORKSPACE) -> RunRecord:
         """A run by id.

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any
 from uuid import UUID
 
 import asyncpg
@@ -19,70 +18,9 @@ from agentflow.store.checkpoints import Checkpointed, Effects, RunWrite, StepWri
 from agentflow.store.database import WAKE_CHANNEL, Connection
 
 __all__ = [
-    "Checkpointed", "Claimed", "Effects", "RunWrite", "StartKey", "Started", "StepWrite", "begin", "cancel",
+    "Checkpointed", "Claimed", "Effects", "RunWrite", "StepWrite", "begin", "cancel",
     "checkpoint", "claim", "finish_cancel", "heartbeat", "release", "retry", "seconds_to_next_due",
-    "start_once",
 ]  # fmt: skip
-
-_START = f"""
-WITH ins AS (
-    INSERT INTO runs (workspace_id, id, workflow_id, workflow_version, status, input, state,
-                      enrollment_key, parent_run_id, due_at, start_key, start_hash)
-    VALUES ($1, $2, $3, $4, 'created', $5, $6, $7, $8, now(), $9, $10)
-    ON CONFLICT (workspace_id, workflow_id, start_key) WHERE start_key IS NOT NULL DO NOTHING
-    RETURNING *
-)
-SELECT ins.*, pg_notify('{WAKE_CHANNEL}', '') FROM ins
-"""
-_STARTED = "SELECT * FROM runs WHERE workspace_id = $1 AND workflow_id = $2 AND start_key = $3"
-
-
-@dataclass(frozen=True)
-class StartKey:
-    """What makes a start idempotent: its key, and a hash of what it asked for."""
-
-    key: str
-    hash: str
-
-
-@dataclass(frozen=True)
-class Started:
-    """A start's run: the one it made, or (``replayed``) the one an earlier start with the
-    same key made; ``start_hash`` is what that earlier start asked for."""
-
-    run: RunRecord
-    replayed: bool = False
-    start_hash: str | None = None
-
-
-async def start_once(
-    pool: asyncpg.Pool,
-    workspace_id: UUID,
-    run_id: UUID,
-    workflow_id: UUID,
-    version: int,
-    payload: Any,
-    state: dict[str, Any],
-    enrollment_key: str | None = None,
-    parent_run_id: UUID | None = None,
-    key: StartKey | None = None,
-) -> Started:
-    """Insert a ready run, unless a run of the workflow already has ``key``: then that run.
-
-    The unique index decides between concurrent starts with one key: the losers wait for the
-    winner's commit, insert nothing, and read its run.
-    """
-    args = (workspace_id, run_id, workflow_id, version, payload, state, enrollment_key, parent_run_id)
-    row = await pool.fetchrow(_START, *args, key.key if key else None, key.hash if key else None)
-    if row is not None:
-        return Started(RunRecord.from_row(row))
-    assert key is not None  # only a keyed start can conflict
-    earlier = await pool.fetchrow(_STARTED, workspace_id, workflow_id, key.key)
-    if earlier is None:  # deleted by retention between the two statements: start afresh
-        return await start_once(pool, workspace_id, run_id, workflow_id, version, payload, state,
-                                enrollment_key, parent_run_id, key)  # fmt: skip
-    return Started(RunRecord.from_row(earlier), replayed=True, start_hash=earlier["start_hash"])
-
 
 _CLAIM = """
 WITH lapsed AS (

@@ -1,0 +1,117 @@
+"""Starting runs: the insert that makes a ready run, at most once per idempotency key.
+
+``start_once`` is the general way; ``start_if_current`` the one-statement way for a caller
+that remembers the workflow's version (``agentflow.run_starts``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+
+from agentflow.core.records import RunRecord, VersionRecord
+from agentflow.store.database import WAKE_CHANNEL
+
+_START = f"""
+WITH ins AS (
+    INSERT INTO runs (workspace_id, id, workflow_id, workflow_version, status, input, state,
+                      enrollment_key, parent_run_id, due_at, start_key, start_hash)
+    VALUES ($1, $2, $3, $4, 'created', $5, $6, $7, $8, now(), $9, $10)
+    ON CONFLICT (workspace_id, workflow_id, start_key) WHERE start_key IS NOT NULL DO NOTHING
+    RETURNING *
+)
+SELECT ins.*, pg_notify('{WAKE_CHANNEL}', '') FROM ins
+"""
+_STARTED = "SELECT * FROM runs WHERE workspace_id = $1 AND workflow_id = $2 AND start_key = $3"
+# The same insert, made only while the workflow is still what the caller remembers: that id,
+# still called $12 when the caller named it, and at version $4 when it asked for the latest ($11).
+_START_IF = f"""
+WITH ins AS (
+    INSERT INTO runs (workspace_id, id, workflow_id, workflow_version, status, input, state,
+                      enrollment_key, parent_run_id, due_at, start_key, start_hash)
+    SELECT $1, $2, $3, $4, 'created', $5, $6, $7, $8, now(), $9, $10
+    FROM workflows w
+    WHERE w.workspace_id = $1 AND w.id = $3 AND ($11 IS NOT TRUE OR w.latest_version = $4)
+      AND ($12::text IS NULL OR w.name = $12)
+    ON CONFLICT (workspace_id, workflow_id, start_key) WHERE start_key IS NOT NULL DO NOTHING
+    RETURNING *
+)
+SELECT ins.*, pg_notify('{WAKE_CHANNEL}', '') FROM ins
+"""
+
+
+async def start_if_current(
+    pool: asyncpg.Pool,
+    workspace_id: UUID,
+    run_id: UUID,
+    version: VersionRecord,
+    payload: Any,
+    state: dict[str, Any],
+    enrollment_key: str | None,
+    key: StartKey | None,
+    *,
+    latest: bool,
+    name: str | None,
+) -> RunRecord | None:
+    """Insert a ready run on ``version`` in one statement, if the workflow is still as the
+    caller last saw it: it exists, is still called ``name`` (when given) and, with ``latest``,
+    ``version`` is still its latest.
+
+    Returns None when it is not, or when ``key`` was used before: then nothing was written
+    and the caller takes the long way (``start_once`` after reading the version).
+    """
+    row = await pool.fetchrow(
+        _START_IF, workspace_id, run_id, version.workflow_id, version.version, payload, state,
+        enrollment_key, None, key.key if key else None, key.hash if key else None, latest, name,
+    )  # fmt: skip
+    return RunRecord.from_row(row) if row is not None else None
+
+
+@dataclass(frozen=True)
+class StartKey:
+    """What makes a start idempotent: its key, and a hash of what it asked for."""
+
+    key: str
+    hash: str
+
+
+@dataclass(frozen=True)
+class Started:
+    """A start's run: the one it made, or (``replayed``) the one an earlier start with the
+    same key made; ``start_hash`` is what that earlier start asked for."""
+
+    run: RunRecord
+    replayed: bool = False
+    start_hash: str | None = None
+
+
+async def start_once(
+    pool: asyncpg.Pool,
+    workspace_id: UUID,
+    run_id: UUID,
+    workflow_id: UUID,
+    version: int,
+    payload: Any,
+    state: dict[str, Any],
+    enrollment_key: str | None = None,
+    parent_run_id: UUID | None = None,
+    key: StartKey | None = None,
+) -> Started:
+    """Insert a ready run, unless a run of the workflow already has ``key``: then that run.
+
+    The unique index decides between concurrent starts with one key: the losers wait for the
+    winner's commit, insert nothing, and read its run.
+    """
+    args = (workspace_id, run_id, workflow_id, version, payload, state, enrollment_key, parent_run_id)
+    row = await pool.fetchrow(_START, *args, key.key if key else None, key.hash if key else None)
+    if row is not None:
+        return Started(RunRecord.from_row(row))
+    assert key is not None  # only a keyed start can conflict
+    earlier = await pool.fetchrow(_STARTED, workspace_id, workflow_id, key.key)
+    if earlier is None:  # deleted by retention between the two statements: start afresh
+        return await start_once(pool, workspace_id, run_id, workflow_id, version, payload, state,
+                                enrollment_key, parent_run_id, key)  # fmt: skip
+    return Started(RunRecord.from_row(earlier), replayed=True, start_hash=earlier["start_hash"])
