@@ -53,8 +53,14 @@ class Dispatcher:
         # poison (event, workflow) pair is recorded as an error instead of blocking the log.
         self._careful = False
 
-    def consumer(self, *, batch_size: int = 200, poll_interval: float = 1.0) -> EventConsumer:
-        """The event consumer that feeds this dispatcher."""
+    def consumer(self, *, batch_size: int = 500, poll_interval: float = 1.0) -> EventConsumer:
+        """The event consumer that feeds this dispatcher.
+
+        A batch is one transaction: a larger one spreads its fixed statements over more events
+        (E3, 100 workflows: 200 -> 500 took ~1,000 to ~1,400 events/s) but delays events that
+        arrive meanwhile until it commits (by about 0.4 s at 500 events x 100 workflows). It
+        holds only the events that are there: one event at a time is dispatched at once.
+        """
         return EventConsumer(
             self.db, CONSUMER_NAME, self.handle, batch_size=batch_size, poll_interval=poll_interval
         )
