@@ -96,7 +96,7 @@ def _report(role: str, path: Path, top: int) -> None:
         own[frames[-1]] += n
         for frame in set(frames):
             within[frame] += n
-    print(f"\n## {role}: {total} samples ({total / 200:.1f} s of CPU)")
+    print(f"\n## {role}: {total} samples ({total / 200:.1f} s busy)")
     print("own time:")
     for frame, n in own.most_common(top):
         print(f"  {100 * n / total:5.1f}%  {frame}")
