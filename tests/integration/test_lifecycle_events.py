@@ -14,6 +14,7 @@ import pytest
 
 import tests.support.tools  # noqa: F401  (registers the tools)
 from agentflow.engine import Engine
+from agentflow.store import runs
 from tests.conftest import make_settings
 from tests.support.agents import running_worker, until
 
@@ -165,3 +166,50 @@ async def test_a_cancel_tells_run_canceled_once_at_once_or_at_the_step_boundary(
     for run_id in (waiting.id, busy.id):
         told = [(t, d["reason"]) for t, _, d in await events_of(engine, run_id) if t == "run.canceled"]
         assert told == [("run.canceled", "canceled_by_request")], (run_id, told)
+
+
+async def lost_until_the_claim_fails_it(engine: Engine, run_id: UUID, workspace_id: UUID) -> None:
+    """Workers that began the run's step and died, as many times as the rescue limit allows."""
+    for i in range(engine.settings.max_rescues + 1):
+        [held] = await runs.claim(engine.db.pool, f"lost-{i}", 1, 30.0, engine.settings.max_rescues)
+        assert held.run.id == run_id and held.run.status == "in_progress"
+        assert await runs.begin(engine.db.pool, workspace_id, run_id, held.run.fencing_token, f"lost-{i}")
+        await engine.db.pool.execute(
+            "UPDATE runs SET lease_expires_at = now() - interval '1 second',"
+            " due_at = now() - interval '1 second' WHERE id = $1",
+            run_id,
+        )
+
+
+async def test_a_run_the_claim_ends_tells_it_like_a_checkpoint(engine: Engine) -> None:
+    await engine.publish_workflow(flow("fragile", {"id": "end", "type": "finish", "output": 1}))
+    unheard = await engine.start_run("fragile", {})
+    await lost_until_the_claim_fails_it(engine, unheard.id, unheard.workspace_id)
+    async with running_worker(engine):  # nobody listens yet: the claim fails it and tells nobody
+        await until(engine, unheard.id, lambda r: r.status.is_terminal)
+    assert (await engine.get_run(unheard.id)).status_reason == "worker_lost"
+    assert await events_of(engine, unheard.id) == []
+
+    await engine.publish_workflow(LISTENER)
+    canceled = await engine.start_run("fragile", {})
+    [held] = await runs.claim(engine.db.pool, "ghost", 1, 30.0, engine.settings.max_rescues)
+    assert held.run.id == canceled.id
+    assert (await engine.cancel_run(canceled.id)).cancel_requested  # its worker is alive: later
+    lost = await engine.start_run("fragile", {})
+    await lost_until_the_claim_fails_it(engine, lost.id, lost.workspace_id)
+    await engine.db.pool.execute(
+        "UPDATE runs SET lease_expires_at = now() - interval '1 second', due_at = now() - interval '1 second'"
+        " WHERE id = $1",
+        canceled.id,
+    )  # ... and then the ghost died: the next claim cancels the run
+    async with running_worker(engine):
+        for run_id in (lost.id, canceled.id):
+            await until(engine, run_id, lambda r: r.status.is_terminal)
+    [(topic, message_id, data)] = await events_of(engine, lost.id)
+    assert (topic, message_id) == ("run.failed", f"{lost.id}:0")
+    assert data["reason"] == "worker_lost" and data["error"]["code"] == "worker_lost"
+    assert (data["workflow_id"], data["version"]) == (str(lost.workflow_id), 1)
+    told = await events_of(engine, canceled.id)
+    assert [(t, m, d["reason"]) for t, m, d in told] == [
+        ("run.canceled", str(canceled.id), "canceled_by_request")
+    ]

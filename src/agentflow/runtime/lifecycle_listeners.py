@@ -64,6 +64,16 @@ class LifecycleListeners:
                 raise
         return self.heard(workspace_id, topic)
 
+    async def audience(self, topic: str) -> list[UUID]:
+        """The workspaces with a workflow that listens to ``topic`` (read again when the last
+        read is old; on an outage, the last answer)."""
+        try:
+            await self.refresh()
+        except Exception as exc:
+            if not unavailable(exc):
+                raise
+        return [workspace for workspace, patterns in self._patterns.items() if topic_matches(patterns, topic)]
+
     async def with_events(self, run: RunRecord, outcome: StepOutcome) -> StepOutcome:
         """``outcome`` with the lifecycle events its checkpoint publishes: those a workflow of
         the run's workspace listens to."""

@@ -25,6 +25,7 @@ from agentflow.agent.gate import ModelGate
 from agentflow.core.definitions import AgentConfig, StructuredConfig
 from agentflow.core.graph.looping import LoopProgress
 from agentflow.core.inbox import EMPTY
+from agentflow.core.lifecycle import RUN_CANCELED, RUN_FAILED
 from agentflow.core.records import RunRecord
 from agentflow.core.statuses import RunStatus
 from agentflow.core.tools import ToolRegistry, default_registry
@@ -204,12 +205,16 @@ class Worker:
             claimed: list[runs.Claimed] = []
             try:
                 if free > 0:
+                    tell = self.settings.lifecycle_events
                     claimed = await runs.claim(
                         self.db.pool,
                         self.name,
                         free,
                         self.settings.lease_ttl,
                         self.settings.max_rescues,
+                        # A run the claim ends (worker_lost, a cancel) tells it as a checkpoint would.
+                        tell_failed=await self._listeners.audience(RUN_FAILED) if tell else None,
+                        tell_canceled=await self._listeners.audience(RUN_CANCELED) if tell else None,
                     )
                     failpoint("after_claim")
                     for item in claimed:

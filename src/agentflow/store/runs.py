@@ -90,6 +90,33 @@ FROM due
 WHERE r.ctid = due.tid
 RETURNING r.*, due.lapsed AS rescued
 """
+# The claim that also tells what it ended: run.failed (worker_lost) to the workspaces in $6,
+# run.canceled to those in $7, with the change, unless a lifecycle event started the run (the
+# same events and message ids a checkpoint or a cancel publishes).
+_NOT_BY_LIFECYCLE = """coalesce(c.trigger->'event'->>'topic', '') NOT IN
+          ('run.started', 'run.completed', 'run.failed', 'run.canceled', 'step.failed', 'request.created')"""
+_CLAIM_TELLING = _CLAIM.replace("\nUPDATE runs r SET", "\n, claimed AS (\nUPDATE runs r SET", 1).replace(
+    "RETURNING r.*, due.lapsed AS rescued",
+    f"""RETURNING r.*, due.lapsed AS rescued
+), told AS (
+    INSERT INTO events (workspace_id, topic, message_id, data, account_id, published_at)
+    SELECT c.workspace_id, 'run.failed', c.id::text || ':' || c.step_seq,
+           jsonb_build_object('run_id', c.id, 'workflow_id', c.workflow_id, 'version', c.workflow_version,
+                              'account_id', c.account_id, 'parent_run_id', c.parent_run_id,
+                              'reason', c.status_reason, 'error', c.error),
+           c.account_id, now()
+    FROM claimed c WHERE c.status = 'failed' AND c.workspace_id = ANY($6::uuid[]) AND {_NOT_BY_LIFECYCLE}
+    UNION ALL
+    SELECT c.workspace_id, 'run.canceled', c.id::text,
+           jsonb_build_object('run_id', c.id, 'workflow_id', c.workflow_id, 'version', c.workflow_version,
+                              'account_id', c.account_id, 'parent_run_id', c.parent_run_id,
+                              'reason', c.status_reason),
+           c.account_id, now()
+    FROM claimed c WHERE c.status = 'canceled' AND c.workspace_id = ANY($7::uuid[]) AND {_NOT_BY_LIFECYCLE}
+    ON CONFLICT (workspace_id, topic, message_id) DO NOTHING
+)
+SELECT * FROM claimed""",
+)
 
 
 @dataclass(frozen=True)
@@ -108,6 +135,9 @@ async def claim(
     lease_ttl: float,
     max_rescues: int,
     max_unstarted_rescues: int | None = None,
+    *,
+    tell_failed: list[UUID] | None = None,
+    tell_canceled: list[UUID] | None = None,
 ) -> list[Claimed]:
     """Claim up to ``limit`` due runs in one statement, runs whose lease expired first.
 
@@ -115,10 +145,16 @@ async def claim(
     when the lost worker had begun the run's step (see ``begin``), else against
     ``max_unstarted_rescues`` (default: ``3 * max_rescues + 1``); a run past either fails
     with ``worker_lost`` instead, its error saying which. A run whose cancel was requested
-    is canceled. Both come back with their terminal status.
+    is canceled. Both come back with their terminal status, and publish ``run.failed`` /
+    ``run.canceled`` with the change when their workspace is in ``tell_failed`` /
+    ``tell_canceled`` (workspaces with a workflow that listens).
     """
     unstarted = 3 * max_rescues + 1 if max_unstarted_rescues is None else max_unstarted_rescues
-    rows = await pool.fetch(_CLAIM, owner, limit, lease_ttl, max_rescues, unstarted)
+    args: tuple[object, ...] = (owner, limit, lease_ttl, max_rescues, unstarted)
+    if tell_failed or tell_canceled:
+        rows = await pool.fetch(_CLAIM_TELLING, *args, tell_failed or [], tell_canceled or [])
+    else:
+        rows = await pool.fetch(_CLAIM, *args)
     return [Claimed(RunRecord.from_row(r), r["rescued"], r["inbox_seq"]) for r in rows]
 
 
