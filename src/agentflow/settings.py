@@ -51,6 +51,9 @@ class Settings(BaseSettings):
             proxy relayed is served only when the proxy is listed and its client is local.
         lifecycle_events: publish ``run.started``, ``run.completed``, ``run.failed``,
             ``step.failed`` and ``request.created`` to the event log with each change.
+        metrics_workflows: workflow names whose steps get their own ``workflow`` label on
+            ``/metrics``, comma-separated; ``*``: the first 100 names a worker sees; empty
+            (default): every step counts under ``other`` (series stay bounded).
         secret_key_previous: the key secrets were sealed with before ``secret_key``: read with
             it while ``agentflow credentials rotate-key`` seals them again with the new one.
         slack_signing_secret: the Slack app's signing secret: Slack's interaction callbacks
@@ -115,6 +118,7 @@ class Settings(BaseSettings):
     secret_key_previous: SecretStr | None = None
     slack_signing_secret: SecretStr | None = None
     lifecycle_events: bool = True
+    metrics_workflows: str = ""
     public_url: str | None = None
     model: str | None = None
     openai_api_key: SecretStr | None = None
@@ -152,6 +156,11 @@ class Settings(BaseSettings):
     def http_allow_list(self) -> list[str]:
         """``http_allow`` split into entries."""
         return [m.strip() for m in self.http_allow.split(",") if m.strip()]
+
+    @property
+    def metrics_workflows_list(self) -> list[str]:
+        """``metrics_workflows`` split into names."""
+        return [m.strip() for m in self.metrics_workflows.split(",") if m.strip()]
 
     @property
     def allowed_hosts_list(self) -> list[str]:

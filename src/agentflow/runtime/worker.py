@@ -110,6 +110,7 @@ class Worker:
         self.name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self._tools = tools or default_registry
         self._configs = ConfigCache(db.pool)
+        self._workflow_labels = metrics.BoundedLabels(settings.metrics_workflows_list)
         self._listeners = LifecycleListeners(db, self._configs)
         self.threads = ToolThreads()
         self.agents: AgentEnv = build_agent_env(db, settings, self._tools, self.threads, model=model)
@@ -309,7 +310,7 @@ class Worker:
                 finally:
                     held.steps.discard(running)
                 failpoint("after_step")
-                done = await self._checkpoint(run, token, outcome)
+                done = await self._checkpoint(run, token, outcome, config.name)
                 if done is None:
                     return
                 cursor = await self._refresh(run, cursor.after(outcome, done), done)
@@ -338,7 +339,7 @@ class Worker:
 
         async def checkpoint(outcome: step.StepOutcome) -> runs.Checkpointed | None:
             failpoint("after_step")
-            return await self._checkpoint(run, held.token, outcome)
+            return await self._checkpoint(run, held.token, outcome, config.name)
 
         driver = BranchDriver(
             config,
@@ -392,7 +393,7 @@ class Worker:
             pause = min(pause * 2, 1.0)
 
     async def _checkpoint(
-        self, run: RunRecord, token: int, outcome: step.StepOutcome
+        self, run: RunRecord, token: int, outcome: step.StepOutcome, workflow: str
     ) -> runs.Checkpointed | None:
         """Write the outcome; return the checkpoint when the run still has immediate work here."""
         if run.parent_step is not None:  # a loop item: its end wakes the loop's run
@@ -409,7 +410,12 @@ class Worker:
             metrics.FENCED.inc()
             logger.warning("run %s: lease lost; checkpoint of step %s discarded", run.id, outcome.step.seq)
             return None
-        metrics.STEPS.labels(outcome.step.status).inc()
+        written, usage = outcome.step, outcome.effects.usage
+        metrics.observe_step(
+            written.kind, written.status, written.duration, self._workflow_labels.of(workflow),
+            *((usage.model, (usage.input_tokens, usage.output_tokens, usage.cached_input_tokens),
+               usage.usd_cost, usage.calls) if usage else ()),
+        )  # fmt: skip
         status = RunStatus(done.status)
         if done.cancel_requested and not status.is_terminal:
             tell = self.settings.lifecycle_events and await self._listeners.tells(
