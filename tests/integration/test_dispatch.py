@@ -100,7 +100,10 @@ async def test_conditions_are_rechecked_on_every_event(engine: Engine) -> None:
     )
     await dispatch_all(engine)
     listed = await engine.events.decisions(published.workflow.id)
-    assert [(d["event_message_id"], d["decision"]) for d in listed] == [("u2", "started"), ("u1", "not_matched")]
+    assert [(d["event_message_id"], d["decision"]) for d in listed] == [
+        ("u2", "started"),
+        ("u1", "not_matched"),
+    ]
     why = listed[1]["reason"]["conditions"]
     assert why["matched"] is False, "a decision records why"
     assert [(c["path"], c["matched"], c["present"]) for c in why["all"]] == [
@@ -288,7 +291,9 @@ async def test_a_poison_pair_is_recorded_as_an_error_instead_of_blocking_the_log
     await engine.events.publish([{"topic": "t", "message_id": m} for m in ("ok-1", "bad", "ok-2")])
     real_admit = dispatcher_module.admit
 
-    async def admit(conn: Any, version: Any, config: Any, event: Any, source: str, now: Any, *rest: Any) -> Any:
+    async def admit(
+        conn: Any, version: Any, config: Any, event: Any, source: str, now: Any, *rest: Any
+    ) -> Any:
         if event.message_id == "bad":  # a bug that only this event triggers
             raise RuntimeError("boom")
         return await real_admit(conn, version, config, event, source, now, *rest)

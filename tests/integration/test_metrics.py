@@ -9,9 +9,13 @@ from typing import Any
 import pytest
 
 import tests.support.tools  # noqa: F401  (registers the tools)
+from agentflow.core.chat import Message, ModelRequest, ModelResponse
 from agentflow.engine import Engine
+from agentflow.llm.base import Embedder, ModelError
 from agentflow.llm.scripted import ScriptedProvider
+from agentflow.llm.streaming import StreamingProvider
 from agentflow.runtime import metrics
+from agentflow.runtime.model_timing import timed
 from tests.conftest import make_settings
 from tests.support.agents import running_worker, until
 
@@ -59,6 +63,9 @@ async def test_steps_and_model_calls_are_measured_once_each(watching: Engine) ->
         for t in ("input", "output")
     }
     calls_before = sample("agentflow_model_calls_total", model="scripted:metered")
+    timed_before = sample(
+        "agentflow_model_call_duration_seconds_count", model="scripted:metered", outcome="ok"
+    )
     cost_before = sample("agentflow_model_cost_usd_total", model="scripted:metered")
     model = ScriptedProvider.from_replies(["hi Ann", "hi Bob"])
     async with running_worker(engine, model=model):
@@ -93,6 +100,10 @@ async def test_steps_and_model_calls_are_measured_once_each(watching: Engine) ->
         == recorded["o"]
     )
     assert sample("agentflow_model_calls_total", model="scripted:metered") - calls_before == 2
+    timed_after = sample(
+        "agentflow_model_call_duration_seconds_count", model="scripted:metered", outcome="ok"
+    )
+    assert timed_after - timed_before == 2
     assert sample("agentflow_model_cost_usd_total", model="scripted:metered") - cost_before == pytest.approx(
         float(recorded["usd"])
     )
@@ -104,3 +115,31 @@ def test_labels_stay_bounded() -> None:
     anything = metrics.BoundedLabels(["*"], limit=2)
     assert [anything.of(v) for v in ("x", "y", "z", "x")] == ["x", "y", "other", "x"]
     assert [metrics.BoundedLabels([]).of(v) for v in ("a", "")] == ["other", "other"]
+
+
+async def test_a_timed_provider_times_failures_and_keeps_what_the_provider_can_do() -> None:
+    failing = ScriptedProvider.from_replies([], name="flaky")  # every request fails
+    provider = timed(failing)
+    assert timed(provider) is provider and provider.name == "flaky"
+    before = sample("agentflow_model_call_duration_seconds_count", model="flaky:m1", outcome="error")
+    request = ModelRequest(model="m1", messages=(Message("user", "hi"),))
+    with pytest.raises(ModelError):
+        await provider.request(request)
+    assert (
+        sample("agentflow_model_call_duration_seconds_count", model="flaky:m1", outcome="error") == before + 1
+    )
+    assert isinstance(provider, StreamingProvider) is isinstance(failing, StreamingProvider)
+    assert isinstance(provider, Embedder) is isinstance(failing, Embedder)
+    assert isinstance(timed(FakeEmbedder()), Embedder) and not isinstance(
+        timed(FakeEmbedder()), StreamingProvider
+    )
+
+
+class FakeEmbedder:
+    name = "vectors"
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        raise AssertionError("not asked")
+
+    async def embed(self, texts: list[str], model: str | None = None) -> list[list[float]]:
+        return [[1.0] for _ in texts]

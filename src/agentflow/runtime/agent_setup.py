@@ -19,6 +19,7 @@ from agentflow.llm.scripted import ScriptedProvider
 from agentflow.llm.select import resolve_model
 from agentflow.nodes.model_access import ModelAccess
 from agentflow.nodes.threads import ToolThreads
+from agentflow.runtime.model_timing import timed
 from agentflow.settings import Settings
 from agentflow.store.database import Database
 from agentflow.store.run_deltas import DeltaWriter
@@ -50,13 +51,16 @@ def build_agent_env(
     model_http = guarded_client(allow=settings.http_allow_list, timeout=settings.model_timeout + 5.0)
     scripted = default_scripted()
 
+    given = None if model is None else timed(model)
+
     def resolve(ref: str | None) -> tuple[ModelProvider, str]:
-        if model is not None:
-            return model, (ref.split(":", 1)[-1] if ref else model.name)
+        if given is not None:
+            return given, (ref.split(":", 1)[-1] if ref else given.name)
         # Never raises: a model that cannot be built (no key, unknown provider, bad base URL)
         # answers each request with that error, so the step that asks fails at once, not
         # retryable, with the setting to fix, instead of crashing out of the step.
-        return resolve_model(ref, settings, http_client=model_http, scripted=scripted)
+        provider, name = resolve_model(ref, settings, http_client=model_http, scripted=scripted)
+        return timed(provider), name
 
     return AgentEnv(
         pool=db.pool,

@@ -45,6 +45,14 @@ MODEL_COST = Counter(
     "agentflow_model_cost_usd", "USD cost of checkpointed steps' model calls", ["model"], registry=REGISTRY
 )
 
+MODEL_CALL_SECONDS = Histogram(
+    "agentflow_model_call_duration_seconds",
+    "How long a model call took (outcome: ok or error), retries inside the adapter included",
+    ["model", "outcome"],
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120),
+    registry=REGISTRY,
+)
+
 MAX_LABELLED = 100
 OTHER = "other"
 
