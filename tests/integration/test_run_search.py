@@ -12,7 +12,10 @@ import pytest
 
 import tests.support.tools  # noqa: F401  (registers the tools)
 from agentflow.api.app import create_app
+from agentflow.core.run_filters import parse_run_filter
 from agentflow.engine import Engine
+from agentflow.llm.scripted import ScriptedProvider
+from tests.support.agents import running_worker, until
 from tests.support.http_server import serve
 
 TIERED = {
@@ -119,3 +122,48 @@ async def test_an_unknown_or_malformed_parameter_is_a_422_naming_it(
     assert response.status_code == 422, response.text
     error = response.json()["error"]
     assert error["code"] == code and error["details"]["parameter"] == named, error
+
+
+async def test_runs_by_the_model_they_called_and_by_employee(engine: Engine) -> None:
+    for size in ("small", "large"):
+        await engine.publish_workflow(
+            {"name": f"asks-{size}", "kind": "structured",
+             "nodes": [{"id": "ask", "type": "llm", "model": f"scripted:{size}", "prompt": "hi"}]}
+        )  # fmt: skip
+    await engine.publish_workflow(
+        {
+            "name": "helper",
+            "kind": "employee",
+            "title": "Helper",
+            "prompt": "You help.",
+            "model": "scripted:desk",
+            "on_text": "complete",
+        }
+    )
+    model = ScriptedProvider.from_replies(["one", "two", "three"])
+    async with running_worker(engine, model=model):
+        small = await engine.start_run("asks-small", {})
+        large = await engine.start_run("asks-large", {})
+        helper = await engine.start_run("helper", {"message": "Hello"})
+        for run in (small, large, helper):
+            ended = await until(engine, run.id, lambda r: r.status.is_terminal)
+            assert ended.status == "completed", ended.error
+    plain = await engine.start_run("asks-small", {})  # never ran: it called nothing yet
+    async with serve(create_app(engine)) as base, httpx.AsyncClient(base_url=base) as client:
+
+        async def ids(query: str) -> set[str]:
+            response = await client.get(f"/api/runs?{query}")
+            assert response.status_code == 200, response.text
+            return {run["id"] for run in response.json()["runs"]}
+
+        assert await ids("model=scripted:small") == {str(small.id)}
+        assert await ids("model=scripted:large") == {str(large.id)}
+        assert await ids("model=scripted:desk&employee=helper") == {str(helper.id)}
+        assert await ids("employee=helper") == {str(helper.id)}
+        assert await ids("employee=asks-small") == set(), "asks-small is not an employee"
+        assert await ids("model=scripted") == set(), "the whole name, not a prefix"
+    assert str(plain.id) not in await ids_of(engine, "small")
+
+
+async def ids_of(engine: Engine, model: str) -> set[str]:
+    return {str(r.id) for r in await engine.search_runs(parse_run_filter([("model", f"scripted:{model}")]))}

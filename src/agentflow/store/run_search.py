@@ -41,6 +41,13 @@ async def search_runs(pool: asyncpg.Pool, workspace_id: UUID, wanted: RunFilter)
     for name, value in wanted.exact.items():
         if name == "trigger":
             where.append("trigger IS NULL" if value == "manual" else f"trigger->>'source' = {arg(value)}")
+        elif name == "model":  # called it at least once (the run's per-model costs name it)
+            where.append(f"costs @> jsonb_build_array(jsonb_build_object('key_type', {arg(value)}::text))")
+        elif name == "employee":  # runs of the employee of that name
+            where.append(
+                f"workflow_id IN (SELECT id FROM workflows WHERE workspace_id = $1 AND kind = 'employee'"
+                f" AND name = {arg(value)})"
+            )
         else:
             where.append(f"{_EXACT[name]} = {arg(value)}")
     for key, value in wanted.state.items():
