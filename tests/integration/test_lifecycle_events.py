@@ -14,6 +14,7 @@ import pytest
 
 import tests.support.tools  # noqa: F401  (registers the tools)
 from agentflow.engine import Engine
+from agentflow.runtime.dispatcher import Dispatcher
 from agentflow.store import runs
 from tests.conftest import make_settings
 from tests.support.agents import running_worker, until
@@ -213,3 +214,30 @@ async def test_a_run_the_claim_ends_tells_it_like_a_checkpoint(engine: Engine) -
     assert [(t, m, d["reason"]) for t, m, d in told] == [
         ("run.canceled", str(canceled.id), "canceled_by_request")
     ]
+
+
+async def test_a_restart_tells_run_canceled_of_the_run_it_replaces(engine: Engine) -> None:
+    trigger = {"topics": ["ticket.updated"], "mode": "restart", "enrollment": {"key": "{{ event.data.id }}"}}
+    await engine.publish_workflow(
+        flow("restarting", {"id": "nap", "type": "wait", "duration": "1h"}, trigger=trigger)
+    )
+    dispatcher = Dispatcher(engine.db).consumer()
+
+    async def restarted(message_id: str) -> list[UUID]:
+        await engine.events.publish(
+            [{"topic": "ticket.updated", "message_id": message_id, "data": {"id": "t-1"}}]
+        )
+        while await dispatcher.consume_batch():
+            pass
+        rows = await engine.db.pool.fetch(
+            "SELECT id FROM runs WHERE status = 'canceled' ORDER BY canceled_at"
+        )
+        return [r["id"] for r in rows]
+
+    await restarted("u1")
+    [unheard] = await restarted("u2")  # nobody listens yet: canceled, told nobody
+    assert await events_of(engine, unheard) == []
+    await engine.publish_workflow(LISTENER)
+    [_, replaced] = await restarted("u3")
+    told = [(t, m, d["reason"]) for t, m, d in await events_of(engine, replaced)]
+    assert told == [("run.canceled", str(replaced), "restarted_by_event")]

@@ -11,6 +11,7 @@ write a whole batch's decisions in one statement.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -71,7 +72,7 @@ async def admit(
     event: Event,
     source: str,
     now: datetime,
-    deferred: DeferredStarts | None = None,
+    deferred: BatchStarts | None = None,
 ) -> Decision:
     """Decide what ``event`` does at the workflow of ``version`` and act on it (``record`` it).
 
@@ -82,9 +83,10 @@ async def admit(
         event: the stored event.
         source: how it arrived (``event``, ``public``, ``private``); kept on the run.
         now: the time conditions compare dates with.
-        deferred: where a run that no other start can conflict with goes, to be inserted
-            with others (``DeferredStarts.insert``) before the caller records the decisions;
-            None: inserted now.
+        deferred: the dispatcher's batch: a run that no other start can conflict with waits
+            there to be inserted with others (``BatchStarts.insert``) before the caller records
+            the decisions, and a run a restart cancels tells ``run.canceled`` when its
+            workspace listens; None: inserted now, told nothing.
     """
     trigger = trigger_of(config)
     matched, why = conditions_hold(trigger, event, now)
@@ -114,7 +116,7 @@ async def proceed(
     trigger_doc: dict[str, Any],
     key: str | None,
     reason: dict[str, Any],
-    deferred: DeferredStarts | None = None,
+    deferred: BatchStarts | None = None,
 ) -> Decision:
     """After conditions and the gate: put the event in its debounce window, or start/enroll."""
     trigger = trigger_of(config)
@@ -146,11 +148,11 @@ async def start(
     trigger_doc: dict[str, Any],
     docs: list[dict[str, Any]],
     reason: dict[str, Any],
-    deferred: DeferredStarts | None = None,
+    deferred: BatchStarts | None = None,
 ) -> Decision:
     """Start a run for ``key`` or act on its active run as the trigger's mode says."""
     trigger = trigger_of(config)
-    if deferred is not None and (key is None or trigger.mode == "parallel"):
+    if deferred is not None and deferred.together and (key is None or trigger.mode == "parallel"):
         # Nothing to look up: such a run never conflicts with another (it holds no key).
         metrics.RUNS_STARTED.inc()
         run_id = deferred.add(version, payload, planner.initial_state(config), trigger_doc, docs)
@@ -158,6 +160,7 @@ async def start(
     outcome = await dispatch.start_or_enroll(
         conn, version.workspace_id, version.workflow_id, version.version, key,
         trigger.enrollment.reuse, trigger.mode, payload, planner.initial_state(config), trigger_doc, docs,
+        tell_canceled=deferred is not None and version.workspace_id in deferred.hears_canceled,
     )  # fmt: skip
     if outcome.replaced is not None:
         reason = {**reason, "canceled_run": str(outcome.replaced)}
@@ -166,10 +169,14 @@ async def start(
     return Decision(outcome.decision, outcome.run_id, key, reason)
 
 
-class DeferredStarts:
-    """Runs without an enrollment key, started together by one statement (``insert``)."""
+class BatchStarts:
+    """How the dispatcher's batch starts runs: those without an enrollment key together, by
+    one statement (``insert``; not when ``together`` is off), and which workspaces hear
+    ``run.canceled`` (a run their trigger's ``restart`` mode cancels tells it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, together: bool = True, hears_canceled: Collection[UUID] = ()) -> None:
+        self.together = together
+        self.hears_canceled = hears_canceled
         self._runs: list[dispatch.NewRun] = []
 
     def add(

@@ -17,13 +17,14 @@ from uuid import UUID
 
 from agentflow.core.condition_predicates import Predicate
 from agentflow.core.events import Event
+from agentflow.core.lifecycle import RUN_CANCELED
 from agentflow.core.records import VersionRecord
 from agentflow.core.sources import topic_matches
 from agentflow.core.triggers import event_document
 from agentflow.runtime.admission import (
+    BatchStarts,
     Config,
     Decision,
-    DeferredStarts,
     Entry,
     admit,
     record,
@@ -49,6 +50,8 @@ class Dispatcher:
         self._configs = ConfigCache(db.pool)
         # The listening versions of the last batch: their configs are not read again.
         self._versions: dict[tuple[UUID, UUID, int], VersionRecord] = {}
+        # The topic patterns each workspace's listening workflows hear, as of the last batch.
+        self._patterns: dict[UUID, list[str]] = {}
         # After a batch failed, the next one is decided pair by pair in savepoints, so one
         # poison (event, workflow) pair is recorded as an error instead of blocking the log.
         self._careful = False
@@ -84,7 +87,7 @@ class Dispatcher:
         entries: list[Entry] = []
         # Runs that cannot conflict are inserted together below; the careful pass inserts
         # each in its own savepoint instead.
-        deferred = None if careful else DeferredStarts()
+        deferred = BatchStarts(together=not careful, hears_canceled=self._hearing(RUN_CANCELED))
         for event in batch:
             listeners = by_topic[(event.workspace_id, event.topic)]
             document = event_document(event) if listeners else None
@@ -111,8 +114,7 @@ class Dispatcher:
                             event.message_id,
                         )
                     )
-        if deferred is not None:
-            await deferred.insert(conn)
+        await deferred.insert(conn)
         await record(conn, entries)
         self._careful = False
 
@@ -140,6 +142,9 @@ class Dispatcher:
         for version in versions:
             config = self._configs.parse(version)
             listening.append((version, config, topics_of(config)))
+        self._patterns = {}
+        for version, _, topics in listening:
+            self._patterns.setdefault(version.workspace_id, []).extend(topics)
         by_topic: dict[tuple[UUID, str], list[_Listener]] = {}
         for event in batch:
             at = (event.workspace_id, event.topic)
@@ -151,6 +156,12 @@ class Dispatcher:
                 ]
         return by_topic
 
+    def _hearing(self, topic: str) -> frozenset[UUID]:
+        """The workspaces of the batch with a workflow that listens to lifecycle ``topic``."""
+        if not self.db.settings.lifecycle_events:
+            return frozenset()
+        return frozenset(ws for ws, patterns in self._patterns.items() if topic_matches(patterns, topic))
+
     async def _admit(
         self,
         conn: Connection,
@@ -158,14 +169,14 @@ class Dispatcher:
         config: Config,
         event: Event,
         now: datetime,
-        deferred: DeferredStarts | None,
+        deferred: BatchStarts,
     ) -> Decision:
         """Admit a pair whose conditions hold; the careful pass in a savepoint of its own."""
-        if deferred is not None:
+        if deferred.together:
             return await admit(conn, version, config, event, "event", now, deferred)
         try:
             async with conn.transaction():  # a savepoint
-                return await admit(conn, version, config, event, "event", now)
+                return await admit(conn, version, config, event, "event", now, deferred)
         except Exception as exc:
             if unavailable(exc):
                 raise

@@ -78,6 +78,8 @@ async def start_or_enroll(
     state: dict[str, Any],
     trigger: dict[str, Any],
     event_docs: list[dict[str, Any]],
+    *,
+    tell_canceled: bool = False,
 ) -> Enrolled:
     """Start a run for the key, or act on the key's active run as ``mode`` says (G3).
 
@@ -89,6 +91,7 @@ async def start_or_enroll(
         event_docs: the events this decision is about (one, or a debounce window's); a new
             run records them as consumed trigger rows in its inbox, an active run receives
             them as new inbox events.
+        tell_canceled: a run ``restart`` cancels publishes ``run.canceled`` with the cancel.
 
     Raises:
         EnrollmentContention: the key's runs kept changing for ``_ROUNDS`` rounds.
@@ -102,7 +105,9 @@ async def start_or_enroll(
             if active is not None and mode == "skip":
                 return Enrolled("skipped", active)
             if active is not None and mode == "restart":
-                await runs.cancel(conn, workspace_id, active, "restarted_by_event", release_key=True)
+                await runs.cancel(
+                    conn, workspace_id, active, "restarted_by_event", release_key=True, tell=tell_canceled
+                )
                 replaced = active
             elif active is not None:
                 if await _enroll(conn, workspace_id, active, event_docs):
