@@ -32,7 +32,8 @@ class CallContext:
         seq: the step's number (``run_id:seq`` is the idempotency key of external calls).
         attempt: 1, 2, ... for retries of this step.
         token: the lease's fencing token.
-        account: the run's account record, if known.
+        account: the run's account record, when the call may need its owner (a notification, a
+            call whose approval notifies the account owner); else None.
         now: the time the step started.
         env: models, knowledge, HTTP client, tools.
     """

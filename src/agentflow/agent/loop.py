@@ -200,8 +200,14 @@ async def _act(
     breach = await _budget_breach(config, run, state, env, before="tool")
     if breach is not None:
         return _suspend(state, breach)
+    # Only an account owner as a recipient reads the account: a notification, an approval notice.
+    asks_owner = call.name == "send_notification" or (
+        needs_approval(config, call.name) and "account_owner" in config.approval.notify
+    )
     account = (
-        await agent_reads.account(env.pool, run.workspace_id, run.account_id) if run.account_id else None
+        await agent_reads.account(env.pool, run.workspace_id, run.account_id)
+        if run.account_id and asks_owner
+        else None
     )
     ctx = CallContext(run, config, call, seq, attempt, token, account, datetime.now(UTC), env)
     step_input: dict[str, Any] = {"call_id": call.id, "arguments": call.arguments}
