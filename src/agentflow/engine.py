@@ -27,6 +27,7 @@ from agentflow.core.definitions import AgentConfig, StructuredConfig
 from agentflow.core.errors import ConflictError, NotFoundError
 from agentflow.core.graph.code_nodes import refuse_code_steps
 from agentflow.core.ids import DEFAULT_WORKSPACE as DEFAULT_WORKSPACE
+from agentflow.core.ids import as_uuid
 from agentflow.core.lifecycle import RUN_CANCELED
 from agentflow.core.records import RunRecord, StepRecord, VersionRecord, WorkflowRecord
 from agentflow.core.run_filters import RunFilter
@@ -185,8 +186,8 @@ class Engine:
             NotFoundError: code ``workflow_not_found``.
         """
         found = None
-        if isinstance(ref, UUID) or _is_uuid(ref):
-            found = await workflows.get(self.db.pool, workspace_id, UUID(str(ref)))
+        if (workflow_id := as_uuid(ref)) is not None:
+            found = await workflows.get(self.db.pool, workspace_id, workflow_id)
         if found is None and isinstance(ref, str):
             found = await workflows.get_by_name(self.db.pool, workspace_id, ref)
         if found is None:
@@ -430,14 +431,6 @@ def _parse(
     if isinstance(config, str):
         return parse_config_text(config)
     return validate_config(config)
-
-
-def _is_uuid(value: str) -> bool:
-    try:
-        UUID(value)
-    except ValueError:
-        return False
-    return True
 
 
 def _uuid(value: UUID | str, code: str) -> UUID:

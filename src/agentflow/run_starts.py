@@ -20,6 +20,7 @@ import asyncpg
 
 from agentflow.core import planner, starts
 from agentflow.core.errors import ConflictError
+from agentflow.core.ids import as_uuid
 from agentflow.core.records import VersionRecord
 from agentflow.core.state_definition import check_start_state
 from agentflow.runtime import metrics
@@ -71,7 +72,7 @@ class RunStarter:
                 start_from=start_from, inputs=inputs,
             )  # fmt: skip
             key = StartKey(starts.check_key(idempotency_key), asked)
-        ref = workflow if isinstance(workflow, UUID) else (UUID(workflow) if _is_uuid(workflow) else None)
+        ref = as_uuid(workflow)
         seen = (workspace_id, str(workflow), version)
         remembered = self._recent.get(seen)
         if remembered is not None:
@@ -139,11 +140,3 @@ def _conflicts(enrollment_key: str | None) -> Iterator[None]:
 
 def _input(payload: Any) -> Any:
     return {} if payload is None else payload
-
-
-def _is_uuid(value: str) -> bool:
-    try:
-        UUID(value)
-    except ValueError:
-        return False
-    return True

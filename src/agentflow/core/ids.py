@@ -23,3 +23,13 @@ def uuid7(unix_ms: int, random_bytes: bytes) -> UUID:
     value |= 0b10 << 62  # variant
     value |= int.from_bytes(random_bytes[2:10], "big") & (2**62 - 1)
     return UUID(int=value)
+
+
+def as_uuid(ref: UUID | str) -> UUID | None:
+    """``ref`` as a UUID when it is one (or the text of one), else None (a name, say)."""
+    if isinstance(ref, UUID):
+        return ref
+    try:
+        return UUID(ref)
+    except ValueError:
+        return None
