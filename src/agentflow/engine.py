@@ -46,7 +46,7 @@ from agentflow.people import Directory
 from agentflow.reports import Reports
 from agentflow.run_starts import RunStarter
 from agentflow.run_streams import RunStreams
-from agentflow.runtime import metrics
+from agentflow.runtime import metrics, tracing
 from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.gatekeeper import EventGate
 from agentflow.runtime.lifecycle_listeners import LifecycleListeners
@@ -347,6 +347,10 @@ class Engine:
             raise ConflictError("run_already_ended", f"run {run.id} has already ended ({run.status})")
         if updated.status == "canceled":
             metrics.RUNS_TERMINAL.labels("canceled").inc()
+            if tracing.enabled():  # no worker holds it: the run's span is emitted here
+                tracing.end_run(
+                    updated, "canceled", workflow=await self._configs.for_run(updated), reason=reason
+                )
         return updated
 
     async def retry_run(self, run_id: UUID | str, *, workspace_id: UUID = DEFAULT_WORKSPACE) -> RunRecord:

@@ -23,7 +23,7 @@ from agentflow.core.errors import ConflictError
 from agentflow.core.ids import as_uuid
 from agentflow.core.records import VersionRecord
 from agentflow.core.state_definition import check_start_state
-from agentflow.runtime import metrics
+from agentflow.runtime import metrics, tracing
 from agentflow.runtime.configs import ConfigCache
 from agentflow.store import workflows
 from agentflow.store.run_starts import Started, StartKey, start_if_current, start_once
@@ -73,6 +73,7 @@ class RunStarter:
             )  # fmt: skip
             key = StartKey(starts.check_key(idempotency_key), asked)
         ref = as_uuid(workflow)
+        traced = tracing.current_traceparent()  # the caller's span, when it has one
         seen = (workspace_id, str(workflow), version)
         remembered = self._recent.get(seen)
         if remembered is not None:
@@ -81,6 +82,7 @@ class RunStarter:
                 run = await start_if_current(
                     self._pool, workspace_id, uuid.uuid4(), remembered, _input(payload), first,
                     enrollment_key, key, latest=version is None, name=None if ref else str(workflow),
+                    trace_parent=traced,
                 )  # fmt: skip
             if run is not None:
                 metrics.RUNS_STARTED.inc()
@@ -94,7 +96,7 @@ class RunStarter:
         with _conflicts(enrollment_key):
             started = await start_once(
                 self._pool, workspace_id, uuid.uuid4(), record.workflow_id, record.version,
-                _input(payload), first, enrollment_key, key=key,
+                _input(payload), first, enrollment_key, key=key, trace_parent=traced,
             )  # fmt: skip
         self._remember(seen, record)
         if started.replayed and key is not None and started.start_hash != key.hash:

@@ -23,7 +23,7 @@ DECLARED_COLUMNS = {
         "lease_owner", "lease_expires_at", "fencing_token", "cancel_requested", "parent_run_id",
         "input_tokens", "output_tokens", "cached_input_tokens", "usd_cost", "created_at", "started_at",
         "updated_at", "completed_at", "canceled_at", "trigger", "inbox_seq", "account_id", "costs",
-        "began_token", "unstarted_rescues", "parent_step", "item_index", "start_key", "start_hash", "caller_node",
+        "began_token", "unstarted_rescues", "parent_step", "item_index", "start_key", "start_hash", "caller_node", "trace_parent",
     },
     "run_steps": {
         "workspace_id", "id", "run_id", "seq", "attempt", "node_id", "kind", "name", "status", "input",

@@ -43,6 +43,7 @@ from agentflow.api.deps import WORKSPACE_HEADER
 from agentflow.api.guards import BODY_TIMEOUT_SECONDS, MAX_BODY_BYTES, BodyGuard, CatchAll
 from agentflow.api.hosts import is_loopback
 from agentflow.api.mcp_server import mcp_app
+from agentflow.api.trace_context import TraceContext
 from agentflow.engine import Engine
 
 DESCRIPTION = """\
@@ -121,14 +122,23 @@ def create_app(
     console.install(app)
     # MCP over streamable HTTP (a plain route: no lifespan to run, and /mcp itself, not /mcp/).
     app.router.routes.append(Route("/mcp", mcp_app(engine, auth, policy=policy)))
-    # Middleware added last runs first: CatchAll, BrowserGuard, (CORS), BodyGuard, the routes.
+    # Middleware added last runs first: CatchAll, BrowserGuard, (CORS), BodyGuard, TraceContext,
+    # the routes.
+    app.add_middleware(TraceContext)
     app.add_middleware(BodyGuard, max_bytes=max_body_bytes, timeout=body_timeout)
     if policy.cors_origins:
         app.add_middleware(
             CORSMiddleware,
             allow_origins=list(policy.cors_origins),
             allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
-            allow_headers=["Authorization", "Content-Type", WORKSPACE_HEADER, "Idempotency-Key"],
+            allow_headers=[
+                "Authorization",
+                "Content-Type",
+                WORKSPACE_HEADER,
+                "Idempotency-Key",
+                "traceparent",
+                "tracestate",
+            ],
             expose_headers=["Location", "Retry-After"],
             max_age=600,
         )

@@ -10,6 +10,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from agentflow.core.statuses import RunStatus
+from agentflow.runtime import tracing
 
 MAX_VERSION = 2**31 - 1
 
@@ -178,6 +179,20 @@ class Run(_Out):
         default=None,
         description="Model use per model (`key_type`): input, output and cached input tokens, USD, calls.",
     )
+    trace_parent: str | None = Field(
+        default=None,
+        description="The W3C `traceparent` of the span that started the run (a request's, a parent"
+        " run's); null when it started outside any trace.",
+    )
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="The trace id (32 hex digits) of the run's spans, when traces are exported"
+        " (`AGENTFLOW_TRACES`): the caller's trace, else one of the run's own."
+    )
+    @property
+    def trace_id(self) -> str:
+        """The trace id of the run's spans."""
+        return f"{tracing.trace_id_of(self.id, self.trace_parent):032x}"
 
 
 class StartedRun(Run):

@@ -28,6 +28,8 @@ from agentflow.cli import (
     workflows,
     workspaces,
 )
+from agentflow.core.errors import AgentflowError
+from agentflow.runtime import tracing
 from agentflow.runtime.log_context import configure_logging
 
 app = typer.Typer(
@@ -65,6 +67,12 @@ def _root(
     # AGENTFLOW_LOG_FORMAT=json: one JSON object a line, naming the run each line is about.
     fmt = "json" if os.environ.get("AGENTFLOW_LOG_FORMAT", "text").strip().lower() == "json" else "text"
     configure_logging(logging.INFO if verbose else logging.WARNING, fmt)
+    # AGENTFLOW_TRACES=otlp: spans of runs, steps and model calls to OTEL_EXPORTER_OTLP_ENDPOINT.
+    try:
+        tracing.configure(os.environ.get("AGENTFLOW_TRACES", "off"))
+    except AgentflowError as exc:
+        typer.echo(f"error: {exc.info.message}", err=True)
+        raise typer.Exit(2) from None
 
 
 def main() -> None:

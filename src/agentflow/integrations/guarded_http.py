@@ -29,6 +29,7 @@ from typing import Any
 
 import httpcore
 import httpx
+from opentelemetry import propagate
 
 from agentflow.integrations.allow_list import AllowList
 from agentflow.integrations.bound_auth import CREDENTIAL_EXTENSION, BoundAuth
@@ -198,6 +199,7 @@ class GuardedTransport(httpx.AsyncBaseTransport):
         bound = request.extensions.get(CREDENTIAL_EXTENSION)
         if isinstance(bound, BoundAuth) and bound.applies_to(url):  # only hops to its own origin
             url, headers = bound.apply(url, headers)
+        headers = _with_trace_context(headers)
         core_request = httpcore.Request(
             method=request.method,
             url=httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path),
@@ -251,3 +253,17 @@ def _bounded_accept_encoding(headers: httpx.Headers) -> list[tuple[bytes, bytes]
     rewritten = headers.copy()
     rewritten["accept-encoding"] = "identity" if wanted == "identity" else ACCEPT_ENCODING
     return rewritten.raw
+
+
+def _with_trace_context(headers: httpx.Headers) -> httpx.Headers:
+    """``headers`` with the current span's ``traceparent`` (when a step traces and the caller
+    did not set one), so the receiving service's spans join the run's trace."""
+    if "traceparent" in headers:
+        return headers
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    if not carrier:
+        return headers
+    headers = headers.copy()
+    headers.update(carrier)
+    return headers

@@ -10,6 +10,7 @@ from agentflow.core.definitions import AgentConfig
 from agentflow.core.inbox import AWAITING_EVENT
 from agentflow.core.records import RunRecord
 from agentflow.core.statuses import RunStatus
+from agentflow.runtime import tracing
 from agentflow.runtime.step import Cursor, StepOutcome
 from agentflow.store import json_codec
 from agentflow.store.checkpoints import RunWrite, StepWrite
@@ -20,7 +21,12 @@ async def execute(
 ) -> StepOutcome:
     """Run the agent's next step once and say how to checkpoint it."""
     attempt = cursor.attempt + 1
-    step = await next_step(config, run, cursor.state, cursor.inbox, attempt, cursor.step_seq, token, env)
+    with tracing.step_span(run, cursor.step_seq, attempt, "agent", None) as span:
+        step = await next_step(config, run, cursor.state, cursor.inbox, attempt, cursor.step_seq, token, env)
+        call_id = step.input.get("call_id") if isinstance(step.input, dict) else None
+        tracing.name_step(
+            span, step.kind, step.name, step.error.code if step.error else None, call_id=call_id
+        )
     t = step.transition
     kept = {k: v for k, v in cursor.state.items() if k != "agent"}
     if kept:  # an agent node's child run: its state also names the node and the prompt

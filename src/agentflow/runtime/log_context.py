@@ -3,7 +3,8 @@
 A worker binds the run it drives (``bind_run``) and the step it runs (``bind_step``) in
 context variables, which follow the run's asyncio task (and its tools: ``asyncio.to_thread``
 copies them); ``JsonFormatter`` writes each record as one JSON object with them, so every line
-a run causes names its ``run_id``, ``workflow_id``, ``workspace_id`` and ``step``.
+a run causes names its ``run_id``, ``workflow_id``, ``workspace_id`` and ``step`` (and, while a
+span is current, its ``trace_id`` and ``span_id``).
 ``configure_logging`` sets the root logger up: ``text`` (the default) or ``json``.
 """
 
@@ -14,6 +15,8 @@ import json
 import logging
 from datetime import UTC, datetime
 from typing import Any
+
+from opentelemetry import trace
 
 from agentflow.core.records import RunRecord
 
@@ -41,6 +44,9 @@ def context() -> dict[str, Any]:
     step = _STEP.get()
     if step is not None:
         found["step"] = step
+    span = trace.get_current_span().get_span_context()
+    if span.is_valid:  # a step's span (AGENTFLOW_TRACES), or the application's own
+        found["trace_id"], found["span_id"] = f"{span.trace_id:032x}", f"{span.span_id:016x}"
     return found
 
 

@@ -1,4 +1,5 @@
-"""Every model call a worker makes, timed on ``/metrics`` (``agentflow_model_call_duration_seconds``).
+"""Every model call a worker makes, timed on ``/metrics`` (``agentflow_model_call_duration_seconds``)
+and, when traces are on, a ``chat {model}`` span (``runtime.tracing``).
 
 The worker's providers are wrapped once, where they are resolved (``agent_setup``): agent
 decisions, ``llm`` nodes, gates and memory summaries all go through them. The wrapper adds
@@ -13,7 +14,7 @@ from typing import Any
 
 from agentflow.core.chat import ModelRequest, ModelResponse
 from agentflow.llm.base import ModelProvider
-from agentflow.runtime import metrics
+from agentflow.runtime import metrics, tracing
 
 _TIMED = ("request", "stream")
 
@@ -50,11 +51,16 @@ async def _timed(name: str, request: ModelRequest, call: Callable[..., Awaitable
     model = request.model if request.model == name else f"{name}:{request.model}"
     began = time.perf_counter()
     outcome = "error"
-    try:
-        answer = await call(*args)
-        outcome = "ok"
-        return answer
-    finally:
-        metrics.MODEL_CALL_SECONDS.labels(metrics.MODELS.of(model), outcome).observe(
-            time.perf_counter() - began
-        )
+    with tracing.model_span(name, request) as span:
+        try:
+            answer = await call(*args)
+            outcome = "ok"
+            tracing.record_answer(span, answer)
+            return answer
+        except Exception as exc:
+            tracing.record_answer(span, None, exc)
+            raise
+        finally:
+            metrics.MODEL_CALL_SECONDS.labels(metrics.MODELS.of(model), outcome).observe(
+                time.perf_counter() - began
+            )

@@ -29,6 +29,7 @@ from agentflow.core.step_context import StepContext
 from agentflow.nodes.base import NodeEnv
 from agentflow.nodes.registry import runner_for
 from agentflow.nodes.rendering import call_rendering
+from agentflow.runtime import tracing
 from agentflow.store import json_codec
 from agentflow.store.checkpoints import NO_EFFECTS, Checkpointed, Effects, ModelUsage, RunWrite, StepWrite
 
@@ -174,7 +175,27 @@ async def run_activation(
     tools_env: NodeEnv,
     token: int,
 ) -> Ran:
-    """Run ``activation`` once as step ``seq``, attempt ``attempt``, with its timeout."""
+    """Run ``activation`` once as step ``seq``, attempt ``attempt``, with its timeout, in a
+    span of its own when traces are on."""
+    args = (config, run, cursor, activation, seq, attempt, tools_env, token)
+    if not tracing.enabled():
+        return await _run_activation(*args)
+    with tracing.step_span(run, seq, attempt, config.node(activation.node).type, activation.node) as span:
+        ran = await _run_activation(*args)
+        tracing.name_step(span, ran.node.type, ran.name, ran.failure.code if ran.failure else None)
+        return ran
+
+
+async def _run_activation(
+    config: StructuredConfig,
+    run: RunRecord,
+    cursor: Cursor,
+    activation: Activation,
+    seq: int,
+    attempt: int,
+    tools_env: NodeEnv,
+    token: int,
+) -> Ran:
     node = config.node(activation.node)
     ctx = StepContext(
         workspace_id=run.workspace_id,

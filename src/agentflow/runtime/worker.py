@@ -36,7 +36,7 @@ from agentflow.nodes.credential_access import CredentialAccess
 from agentflow.nodes.people_access import PeopleAccess
 from agentflow.nodes.threads import ToolThreads
 from agentflow.nodes.workflow_access import WorkflowAccess
-from agentflow.runtime import agent_step, log_context, metrics, step
+from agentflow.runtime import agent_step, log_context, metrics, step, tracing
 from agentflow.runtime.agent_setup import build_agent_env, node_models
 from agentflow.runtime.branches import BranchDriver
 from agentflow.runtime.companions import Companion, keep_running
@@ -251,6 +251,7 @@ class Worker:
         run = item.run
         if run.status != RunStatus.IN_PROGRESS:
             metrics.RUNS_TERMINAL.labels(run.status.value).inc()
+            tracing.end_run(run, run.status.value, reason=run.status_reason)
             logger.warning("run %s ended at claim: %s", run.id, run.status_reason)
             return
         older = self._held.get(run.id)
@@ -310,7 +311,7 @@ class Worker:
                 finally:
                     held.steps.discard(running)
                 failpoint("after_step")
-                done = await self._checkpoint(run, token, outcome, config.name)
+                done = await self._checkpoint(run, token, outcome, config)
                 if done is None:
                     return
                 cursor = await self._refresh(run, cursor.after(outcome, done), done)
@@ -339,7 +340,7 @@ class Worker:
 
         async def checkpoint(outcome: step.StepOutcome) -> runs.Checkpointed | None:
             failpoint("after_step")
-            return await self._checkpoint(run, held.token, outcome, config.name)
+            return await self._checkpoint(run, held.token, outcome, config)
 
         driver = BranchDriver(
             config,
@@ -393,11 +394,14 @@ class Worker:
             pause = min(pause * 2, 1.0)
 
     async def _checkpoint(
-        self, run: RunRecord, token: int, outcome: step.StepOutcome, workflow: str
+        self, run: RunRecord, token: int, outcome: step.StepOutcome, config: AgentConfig | StructuredConfig
     ) -> runs.Checkpointed | None:
         """Write the outcome; return the checkpoint when the run still has immediate work here."""
         if run.parent_step is not None:  # a loop item: its end wakes the loop's run
             outcome = replace(outcome, run=replace(outcome.run, wake_parent=run.parent_run_id))
+        if outcome.effects.children and tracing.enabled():  # children continue the run's trace
+            children = tracing.with_trace_parent(run, outcome.effects.children)
+            outcome = replace(outcome, effects=replace(outcome.effects, children=children))
         if self.settings.lifecycle_events:
             outcome = await self._listeners.with_events(run, outcome)
         failpoint("before_checkpoint")
@@ -412,7 +416,7 @@ class Worker:
             return None
         written, usage = outcome.step, outcome.effects.usage
         metrics.observe_step(
-            written.kind, written.status, written.duration, self._workflow_labels.of(workflow),
+            written.kind, written.status, written.duration, self._workflow_labels.of(config.name),
             *((usage.model, (usage.input_tokens, usage.output_tokens, usage.cached_input_tokens),
                usage.usd_cost, usage.calls) if usage else ()),
         )  # fmt: skip
@@ -423,9 +427,12 @@ class Worker:
             )
             if await runs.finish_cancel(self.db.pool, run.workspace_id, run.id, token, self.name, tell=tell):
                 metrics.RUNS_TERMINAL.labels("canceled").inc()
+                tracing.end_run(run, "canceled", workflow=config, reason="cancel_requested")
             return None
         if status.is_terminal:
             metrics.RUNS_TERMINAL.labels(status.value).inc()
+            tracing.end_run(run, status.value, workflow=config, reason=outcome.run.status_reason,
+                            error=outcome.run.error)  # fmt: skip
         if status == RunStatus.WAITING and done.due_in is not None:
             due = time.monotonic() + max(done.due_in, 0.0)
             if due < self._planned_wake:
