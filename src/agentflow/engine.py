@@ -91,10 +91,10 @@ class Engine:
         self.requests = HumanRequests(db, self.governance.decide)
         self._sealing_key = functools.partial(sealing_key, settings, embedded is not None)
         previous = previous_sealing_keys(settings)
-        self.webhooks = Webhooks(db, self._configs, self._sealing_key, previous)
+        self._listeners = LifecycleListeners(db, self._configs)
+        self.webhooks = Webhooks(db, self._configs, self._sealing_key, previous, self._listeners)
         self.credentials = Credentials(db, self._sealing_key, settings.http_allow_list, previous)
         self.consents = Consents(db, self.credentials, self._sealing_key, settings.base_url, previous)
-        self._listeners = LifecycleListeners(db, self._configs)
 
     @classmethod
     @asynccontextmanager

@@ -35,6 +35,9 @@ class Settings(BaseSettings):
         host / port: where ``agentflow serve`` listens.
         event_retention_hours: workers delete events older than this that every consumer has
             read, and dispatch decisions as old, once an hour (0: keep everything).
+        run_retention_days: workers delete finished runs (with their steps) this many days
+            after they ended, once an hour, in workspaces that set no retention of their own
+            (0, the default: keep them).
         api_auth: ``required``: every API call needs a workspace API key (``Authorization:
             Bearer afk_...``); ``optional``: a key, when sent, selects its workspace, else the
             ``X-Agentflow-Workspace`` header does; ``auto`` (default): ``required`` unless
@@ -110,6 +113,7 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
     event_retention_hours: float = Field(default=720.0, ge=0)
+    run_retention_days: int = Field(default=0, ge=0, le=36500)
     api_auth: Literal["auto", "required", "optional"] = "auto"
     allowed_hosts: str = ""
     cors_origins: str = ""

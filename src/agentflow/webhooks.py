@@ -33,6 +33,7 @@ from agentflow.core.records import VersionRecord
 from agentflow.core.sealing import SealBroken, seal, unseal_any
 from agentflow.runtime.admission import Config, Decision, admit, record
 from agentflow.runtime.configs import ConfigCache
+from agentflow.runtime.lifecycle_listeners import LifecycleListeners
 from agentflow.store import access, decisions, events, workflows
 from agentflow.store.database import TRANSACTION_CONFLICTS, Database
 from agentflow.store.dispatch import EnrollmentContention
@@ -72,10 +73,13 @@ class Webhooks:
         configs: ConfigCache,
         sealing_key: Callable[[], bytes],
         previous_keys: Sequence[bytes] = (),
+        listeners: LifecycleListeners | None = None,
     ) -> None:
-        """``previous_keys``: keys signing secrets may still be sealed with (a rotation under way)."""
+        """``previous_keys``: keys signing secrets may still be sealed with (a rotation under way);
+        ``listeners``: who hears ``run.canceled`` of a run a ``restart`` replaces."""
         self.db = db
         self._configs = configs
+        self._listeners = listeners or LifecycleListeners(db, configs)
         self._sealing_key = sealing_key
         self._previous = tuple(previous_keys)
 
@@ -168,6 +172,7 @@ class Webhooks:
     async def _store_and_admit(
         self, version: VersionRecord, config: Config, new: events.NewEvent, source: str, workspace_id: UUID
     ) -> Fired:
+        tell = await self._listeners.telling_cancels(workspace_id)
         async with self.db.pool.acquire() as conn, conn.transaction():
             (published,) = await events.publish(conn, workspace_id, [new])
             if not published.created:
@@ -179,7 +184,7 @@ class Webhooks:
                         prior["decision"], prior["run_id"], prior["enrollment_key"], prior["reason"]
                     )
                     return Fired(decision, new.topic, new.message_id, replayed=True)
-            decision = await admit(conn, version, config, published.event, source, datetime.now(UTC))
+            decision = await admit(conn, version, config, published.event, source, datetime.now(UTC), tell)
             await record(conn, [(version, published.event, decision)])
         return Fired(decision, new.topic, new.message_id, replayed=not published.created)
 

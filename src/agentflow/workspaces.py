@@ -1,8 +1,8 @@
 """Workspaces as the engine exposes them: ``engine.workspaces`` (issue 15).
 
 A workspace is a tenant: every row carries its id, every API key belongs to one. Create them,
-list them, rename them; a new workspace comes with an admin API key (shown once), so whoever
-created it can act in it.
+list them, rename them, say how long each keeps its finished runs; a new workspace comes with
+an admin API key (shown once), so whoever created it can act in it.
 """
 
 from __future__ import annotations
@@ -16,8 +16,10 @@ import asyncpg
 from agentflow.access import AccessKeys
 from agentflow.core.access_keys import name_is_valid
 from agentflow.core.errors import ConfigError, ConflictError, NotFoundError
-from agentflow.store import workspaces
+from agentflow.store import run_retention, workspaces
 from agentflow.store.database import Database
+
+MAX_RETENTION_DAYS = 36500
 
 
 class Workspaces:
@@ -71,6 +73,29 @@ class Workspaces:
         if found is None:
             raise NotFoundError("workspace_not_found", f"no workspace {workspace_id}")
         return found
+
+    async def set_run_retention(self, workspace_id: UUID, days: int | None) -> dict[str, Any]:
+        """Keep the workspace's finished runs ``days`` days after they end (0: forever; None:
+        as the server's ``AGENTFLOW_RUN_RETENTION_DAYS`` says); workers delete older ones.
+
+        Raises:
+            ConfigError: ``retention_invalid`` outside 0-36500. NotFoundError: ``workspace_not_found``.
+        """
+        if days is not None and not 0 <= days <= MAX_RETENTION_DAYS:
+            raise ConfigError(
+                "retention_invalid",
+                f"a run retention of {days} days is outside 0-{MAX_RETENTION_DAYS}",
+                solution="Give the days to keep finished runs (0: forever), or null for the default.",
+            )
+        found = await workspaces.set_run_retention(self.db.pool, workspace_id, days)
+        if found is None:
+            raise NotFoundError("workspace_not_found", f"no workspace {workspace_id}")
+        return found
+
+    async def prune_runs(self, default_days: int) -> run_retention.Pruned:
+        """Delete finished runs past their workspace's retention now (``default_days`` where a
+        workspace set none; 0 keeps them), as the workers do once an hour."""
+        return await run_retention.prune_runs(self.db.pool, default_days)
 
 
 def _checked(name: str) -> str:

@@ -13,10 +13,13 @@ from uuid import UUID
 import pytest
 
 import tests.support.tools  # noqa: F401  (registers the tools)
-from agentflow.engine import Engine
+from agentflow.engine import DEFAULT_WORKSPACE, Engine
 from agentflow.runtime.dispatcher import Dispatcher
+from agentflow.runtime.gatekeeper import Gatekeeper, GateQuestion, GateVerdict
+from agentflow.runtime.scheduler import Scheduler
 from agentflow.store import runs
 from tests.conftest import make_settings
+from tests.integration.test_dispatch import dispatch_all
 from tests.support.agents import running_worker, until
 
 
@@ -239,5 +242,63 @@ async def test_a_restart_tells_run_canceled_of_the_run_it_replaces(engine: Engin
     assert await events_of(engine, unheard) == []
     await engine.publish_workflow(LISTENER)
     [_, replaced] = await restarted("u3")
+    told = [(t, m, d["reason"]) for t, m, d in await events_of(engine, replaced)]
+    assert told == [("run.canceled", str(replaced), "restarted_by_event")]
+
+
+RESTART = {"mode": "restart", "enrollment": {"key": "{{ event.data.id }}"}}
+NAP = {"id": "nap", "type": "wait", "duration": "1h"}
+
+
+async def canceled_runs(engine: Engine) -> list[UUID]:
+    rows = await engine.db.pool.fetch("SELECT id FROM runs WHERE status = 'canceled' ORDER BY canceled_at")
+    return [r["id"] for r in rows]
+
+
+async def test_a_restart_by_a_webhook_call_tells_run_canceled(engine: Engine) -> None:
+    await engine.publish_workflow(flow("hooked", NAP, trigger=RESTART))
+    await engine.publish_workflow(LISTENER)
+    version = await engine.webhooks.target("hooked", workspace_id=DEFAULT_WORKSPACE)
+    for call in ("c1", "c2"):
+        fired = await engine.webhooks.fire(
+            version, {"id": "t-1"}, source="private", request_id=call, workspace_id=DEFAULT_WORKSPACE
+        )
+    assert fired.decision.decision == "restarted"
+    [replaced] = await canceled_runs(engine)
+    told = [(t, m, d["reason"]) for t, m, d in await events_of(engine, replaced)]
+    assert told == [("run.canceled", str(replaced), "restarted_by_event")]
+
+
+async def test_a_restart_by_a_closing_debounce_window_tells_run_canceled(engine: Engine) -> None:
+    trigger = {"topics": ["ticket.*"], "debounce": {"seconds": 60}, **RESTART}
+    await engine.publish_workflow(flow("settling", NAP, trigger=trigger))
+    await engine.publish_workflow(LISTENER)
+    for burst in ("b1", "b2"):  # two windows, one after the other, for the same key
+        await engine.events.publish([{"topic": "ticket.updated", "message_id": burst, "data": {"id": "t-1"}}])
+        await dispatch_all(engine)
+        await engine.db.pool.execute("UPDATE debounce_windows SET fire_at = now()")
+        await Scheduler(engine.db).tick()
+    [replaced] = await canceled_runs(engine)
+    told = [(t, m, d["reason"]) for t, m, d in await events_of(engine, replaced)]
+    assert told == [("run.canceled", str(replaced), "restarted_by_event")]
+
+
+class YesGate:
+    async def decide(self, question: GateQuestion) -> GateVerdict:
+        return GateVerdict(True, "yes")
+
+
+async def test_a_restart_after_the_gate_said_yes_tells_run_canceled(engine: Engine) -> None:
+    await engine.publish_workflow(
+        {"name": "gated", "kind": "agent", "prompt": "Help.", "sources": [{"type": "signal"}],
+         "gate": {}, "trigger": RESTART}
+    )  # fmt: skip
+    await engine.publish_workflow(LISTENER)
+    keeper = Gatekeeper(engine.db, YesGate(), owner="test")
+    for signal in ("s1", "s2"):
+        await engine.events.publish([{"topic": "signal.churn", "message_id": signal, "data": {"id": "a-1"}}])
+        await dispatch_all(engine)
+        assert await keeper.work_once() == 1
+    [replaced] = await canceled_runs(engine)
     told = [(t, m, d["reason"]) for t, m, d in await events_of(engine, replaced)]
     assert told == [("run.canceled", str(replaced), "restarted_by_event")]

@@ -14,7 +14,7 @@ from tests.support.db import DatabaseServer, with_database
 # The declared schema: every table, the columns code relies on, and the indexes that carry
 # guarantees (G3 one active run per key, G5 one checkpoint per step, the claim index).
 DECLARED_COLUMNS = {
-    "workspaces": {"id", "name", "created_at"},
+    "workspaces": {"id", "name", "created_at", "run_retention_days"},
     "workflows": {"workspace_id", "id", "name", "kind", "latest_version", "draft", "enabled", "created_at", "updated_at"},
     "workflow_versions": {"workspace_id", "workflow_id", "version", "config", "content_hash", "created_at"},
     "runs": {
@@ -110,6 +110,7 @@ DECLARED_INDEXES = {
     "events_by_position": "(xid, seq)",
     "requests_due": "WHERE ((status = 'pending'::text) AND (node_id IS NOT NULL))",
     "dispatch_misses_by_workflow": "USING gin (workflow_ids)",
+    "runs_finished": "(workspace_id, COALESCE(completed_at, canceled_at, created_at)) WHERE",
 }
 
 

@@ -1,6 +1,7 @@
 """``/api/workspaces``: the tenants (issue 15). A key sees its own workspace; the server's
 administrators (requests without a key where the server trusts them, and admin keys of the
-default workspace) see, create and rename them all. A workspace's own admins rename it."""
+default workspace) see, create and rename them all. A workspace's own admins rename it and
+set how long it keeps finished runs."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentflow.api.deps import EngineDep, WorkspaceDep
 from agentflow.api.schemas import ERROR_RESPONSES, conflict
 from agentflow.core.access_keys import NAME_PATTERN
-from agentflow.core.errors import ForbiddenError, NotFoundError
+from agentflow.core.errors import ConfigError, ForbiddenError, NotFoundError
 from agentflow.core.ids import DEFAULT_WORKSPACE
+from agentflow.workspaces import MAX_RETENTION_DAYS
 
 router = APIRouter(prefix="/api/workspaces", tags=["keys"], responses={**ERROR_RESPONSES})
 
@@ -26,6 +28,11 @@ class Workspace(BaseModel):
     id: UUID
     name: str
     created_at: datetime
+    run_retention_days: int | None = Field(
+        default=None,
+        description="Days its finished runs are kept after they end (0: forever); null: the"
+        " server's `AGENTFLOW_RUN_RETENTION_DAYS`.",
+    )
 
 
 class WorkspaceList(BaseModel):
@@ -40,6 +47,24 @@ class WorkspaceIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=100, pattern=NAME_PATTERN, examples=["acme support"])
+
+
+class WorkspaceChange(BaseModel):
+    """What to change: its name, how long it keeps finished runs, or both."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(
+        default=None, min_length=1, max_length=100, pattern=NAME_PATTERN, examples=["acme support"]
+    )
+    run_retention_days: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_RETENTION_DAYS,
+        description="Days to keep finished runs (with their steps) after they end; 0 keeps them"
+        " forever, null returns to the server's default.",
+        examples=[30],
+    )
 
 
 class CreatedWorkspace(Workspace):
@@ -85,18 +110,31 @@ async def create_workspace(
 @router.patch(
     "/{workspace_id}",
     response_model=Workspace,
-    summary="Rename a workspace",
+    summary="Rename a workspace or set its run retention",
     responses=conflict("`workspace_name_taken`"),
 )
-async def rename_workspace(
+async def change_workspace(
     workspace_id: UUID,
     request: Request,
     engine: EngineDep,
     workspace: WorkspaceDep,
-    body: Annotated[WorkspaceIn, Body()],
+    body: Annotated[WorkspaceChange, Body()],
 ) -> Workspace:
-    """Rename a workspace (its admins, or the server's); 404 ``workspace_not_found``; 409
-    ``workspace_name_taken``."""
+    """Rename a workspace, or say how long it keeps finished runs (its admins, or the
+    server's); 404 ``workspace_not_found``; 409 ``workspace_name_taken``; 422
+    ``nothing_to_change`` for a body that names neither."""
     if workspace_id != workspace and not _server_admin(request, workspace):
         raise NotFoundError("workspace_not_found", f"no workspace {workspace_id}")
-    return Workspace(**await engine.workspaces.rename(workspace_id, body.name))
+    given = body.model_fields_set
+    if body.name is None and "run_retention_days" not in given:
+        raise ConfigError(
+            "nothing_to_change",
+            "the body names nothing to change",
+            solution="Send 'name', 'run_retention_days', or both.",
+        )
+    found = await engine.workspaces.get(workspace_id)
+    if body.name is not None:
+        found = await engine.workspaces.rename(workspace_id, body.name)
+    if "run_retention_days" in given:
+        found = await engine.workspaces.set_run_retention(workspace_id, body.run_retention_days)
+    return Workspace(**found)

@@ -24,6 +24,7 @@ from agentflow.bench import (
     latency,
     model_nodes,
     queries,
+    retention,
     sleep,
     throughput,
 )
@@ -49,6 +50,7 @@ WORKLOADS: dict[str, Workload] = {
     "E3": dispatch.e3,
     "A1": agent_steps.a1,
     "L1": model_nodes.l1,
+    "P1": retention.p1,
 }
 QUICK_SKIPS = frozenset({"W4-10k"})
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from agentflow.runtime.admission import start
 from agentflow.runtime.configs import ConfigCache
+from agentflow.runtime.lifecycle_listeners import LifecycleListeners
 from agentflow.store import debounce, decisions, workflows
 from agentflow.store.database import Connection
 
@@ -18,8 +19,11 @@ from agentflow.store.database import Connection
 _WINDOW_FIELDS = ("source", "enrollment_key")
 
 
-async def close_windows(conn: Connection, configs: ConfigCache, limit: int) -> int:
-    """Inside a transaction: handle up to ``limit`` closed windows; return how many."""
+async def close_windows(
+    conn: Connection, configs: ConfigCache, limit: int, listeners: LifecycleListeners | None = None
+) -> int:
+    """Inside a transaction: handle up to ``limit`` closed windows; return how many. A run a
+    ``restart`` replaces tells ``run.canceled`` when ``listeners`` say its workspace listens."""
     windows = await debounce.claim_closed(conn, limit)
     for window in windows:
         docs = [{k: v for k, v in e.items() if k not in _WINDOW_FIELDS} for e in window.events]
@@ -44,9 +48,10 @@ async def close_windows(conn: Connection, configs: ConfigCache, limit: int) -> i
             "debounced": {"key": window.debounce_key, "events": docs},
         }
         key = last.get("enrollment_key")
+        tell = await listeners.telling_cancels(window.workspace_id) if listeners else None
         decision = await start(
             conn, version, config, key, docs[-1]["data"], trigger_doc, docs,
-            {"debounce_key": window.debounce_key, "window_events": len(docs)},
+            {"debounce_key": window.debounce_key, "window_events": len(docs)}, tell,
         )  # fmt: skip
         await decisions.settle(
             conn, window.workspace_id, window.workflow_id, refs, None, key, decision.run_id,

@@ -21,6 +21,7 @@ from agentflow.core.errors import NotFoundError
 from agentflow.core.gate import EventGate, GateQuestion, GateVerdict
 from agentflow.runtime.admission import proceed
 from agentflow.runtime.configs import ConfigCache
+from agentflow.runtime.lifecycle_listeners import LifecycleListeners
 from agentflow.store import approvals, decisions, gates, workflows
 from agentflow.store.database import Database, unavailable
 
@@ -56,6 +57,7 @@ class Gatekeeper:
         owner: str,
         poll_interval: float = 1.0,
         batch_size: int = 8,
+        listeners: LifecycleListeners | None = None,
     ) -> None:
         self.db = db
         self.gate = gate or NoGate()
@@ -63,6 +65,7 @@ class Gatekeeper:
         self.poll_interval = poll_interval
         self.batch_size = batch_size
         self._configs = ConfigCache(db.pool)
+        self._listeners = listeners or LifecycleListeners(db, self._configs)
         self._stopping = asyncio.Event()
 
     def stop(self) -> None:
@@ -165,7 +168,8 @@ class Gatekeeper:
             assert version is not None  # versions are never deleted while their workflow exists
             trigger_doc = {"source": request.trigger["source"], "event": request.event}
             reason = {"conditions": request.trigger.get("conditions"), "gate": recorded}
-            decision = await proceed(conn, version, config, request.event, trigger_doc, key, reason)
+            tell = await self._listeners.telling_cancels(version.workspace_id)
+            decision = await proceed(conn, version, config, request.event, trigger_doc, key, reason, tell)
             await decisions.settle(
                 conn, request.workspace_id, request.workflow_id, refs, decision.decision, key,
                 decision.run_id, decision.reason,

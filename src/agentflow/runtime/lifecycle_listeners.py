@@ -17,10 +17,10 @@ from collections import defaultdict
 from dataclasses import replace
 from uuid import UUID
 
-from agentflow.core.lifecycle import lifecycle_events
+from agentflow.core.lifecycle import RUN_CANCELED, lifecycle_events
 from agentflow.core.records import RunRecord
 from agentflow.core.sources import topic_matches
-from agentflow.runtime.admission import topics_of
+from agentflow.runtime.admission import BatchStarts, topics_of
 from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.step import StepOutcome
 from agentflow.store import dispatch
@@ -73,6 +73,13 @@ class LifecycleListeners:
             if not unavailable(exc):
                 raise
         return [workspace for workspace, patterns in self._patterns.items() if topic_matches(patterns, topic)]
+
+    async def telling_cancels(self, workspace_id: UUID) -> BatchStarts:
+        """How a start outside the dispatcher's batch (a webhook call, a gate's verdict, a
+        closing debounce window) treats the run its trigger's ``restart`` mode cancels: it
+        tells ``run.canceled`` when a workflow of the workspace listens."""
+        hears = self._db.settings.lifecycle_events and await self.tells(workspace_id, RUN_CANCELED)
+        return BatchStarts(together=False, hears_canceled=(workspace_id,) if hears else ())
 
     async def with_events(self, run: RunRecord, outcome: StepOutcome) -> StepOutcome:
         """``outcome`` with the lifecycle events its checkpoint publishes: those a workflow of

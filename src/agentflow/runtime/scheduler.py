@@ -19,8 +19,18 @@ from agentflow.core.schedules import next_fire, plan_catch_up
 from agentflow.runtime import metrics
 from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.debouncer import close_windows
+from agentflow.runtime.lifecycle_listeners import LifecycleListeners
 from agentflow.runtime.reminders import ReminderScanner
-from agentflow.store import debounce, decisions, events, memory, requests, run_deltas, schedules
+from agentflow.store import (
+    debounce,
+    decisions,
+    events,
+    memory,
+    requests,
+    run_deltas,
+    run_retention,
+    schedules,
+)
 from agentflow.store.database import UNAVAILABLE_ERRORS, Database, unavailable
 
 logger = logging.getLogger(__name__)
@@ -40,6 +50,8 @@ class Scheduler:
             this many seconds, at start and then every ``PRUNE_EVERY`` seconds; None: never.
             Agent memory past the retention its workflow declares, and streamed text older than
             a day, are deleted at the same pace whatever this is.
+        run_retention_days: delete finished runs this many days old at the same pace, in
+            workspaces that set no retention of their own (0: keep them).
     """
 
     def __init__(
@@ -49,13 +61,17 @@ class Scheduler:
         poll_interval: float = 1.0,
         batch_size: int = 50,
         retention: float | None = None,
+        run_retention_days: int = 0,
+        listeners: LifecycleListeners | None = None,
     ) -> None:
         self.db = db
         self.poll_interval = poll_interval
         self.batch_size = batch_size
         self.retention = retention
+        self.run_retention_days = run_retention_days
         self._stopping = asyncio.Event()
         self._configs = ConfigCache(db.pool)
+        self._listeners = listeners or LifecycleListeners(db, self._configs)
         self._next_prune = 0.0
         self.reminders = ReminderScanner(db, every=poll_interval)
 
@@ -91,7 +107,7 @@ class Scheduler:
                 following = next_fire(config.schedule, now)
                 await schedules.advance(conn, row.workspace_id, row.workflow_id, plan.cursor, following)
         async with self.db.pool.acquire() as conn, conn.transaction():
-            await close_windows(conn, self._configs, self.batch_size)
+            await close_windows(conn, self._configs, self.batch_size, self._listeners)
         async with self.db.pool.acquire() as conn:
             # Requests to people past their time: expired, and their runs told (one statement).
             await requests.expire_due(conn, self.batch_size)
@@ -111,6 +127,13 @@ class Scheduler:
         if deleted:
             logger.info("retention: deleted %d streamed piece(s) of text", deleted)
         return deleted
+
+    async def prune_runs(self) -> int:
+        """Delete finished runs past their workspace's retention now; return how many went."""
+        pruned = await run_retention.prune_runs(self.db.pool, self.run_retention_days)
+        for workspace_id, count in pruned.runs.items():
+            logger.info("retention: deleted %d finished run(s) of workspace %s", count, workspace_id)
+        return pruned.total
 
     async def prune(self) -> tuple[int, int]:
         """Apply retention now: return (events, decisions) deleted."""
@@ -133,6 +156,7 @@ class Scheduler:
                     await self.prune()
                     await self.expire_memory()
                     await self.expire_deltas()
+                    await self.prune_runs()
                     self._next_prune = time.monotonic() + PRUNE_EVERY
                 async with self.db.pool.acquire() as conn:
                     dues = [await schedules.seconds_to_next(conn), await debounce.seconds_to_next(conn)]

@@ -107,6 +107,7 @@ def configure(mode: str) -> None:
             solution="Set AGENTFLOW_TRACES=otlp and OTEL_EXPORTER_OTLP_ENDPOINT to export traces.",
         )
     if mode == "otlp":
+        # Imported when chosen: it brings protobuf and requests, which no other path needs.
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         install(OTLPSpanExporter())

@@ -152,8 +152,12 @@ class Worker:
                     retention=settings.event_retention_hours * 3600
                     if settings.event_retention_hours
                     else None,
+                    run_retention_days=settings.run_retention_days,
+                    listeners=self._listeners,
                 ),
-                Gatekeeper(db, gate, owner=self.name, poll_interval=settings.poll_interval),
+                Gatekeeper(
+                    db, gate, owner=self.name, poll_interval=settings.poll_interval, listeners=self._listeners
+                ),
                 Notifier(
                     db,
                     self.agents.http,

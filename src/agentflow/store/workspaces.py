@@ -14,7 +14,7 @@ async def exists(pool: asyncpg.Pool, workspace_id: UUID) -> bool:
     return bool(found)
 
 
-_COLUMNS = "id, name, created_at"
+_COLUMNS = "id, name, created_at, run_retention_days"
 
 
 async def create(pool: asyncpg.Pool, workspace_id: UUID, name: str) -> dict[str, Any] | None:
@@ -48,4 +48,14 @@ async def rename(pool: asyncpg.Pool, workspace_id: UUID, name: str) -> dict[str,
     row = await pool.fetchrow(
         f"UPDATE workspaces SET name = $2 WHERE id = $1 RETURNING {_COLUMNS}", workspace_id, name
     )
+    return dict(row) if row else None
+
+
+async def set_run_retention(
+    pool: asyncpg.Pool, workspace_id: UUID, days: int | None
+) -> dict[str, Any] | None:
+    """Keep the workspace's finished runs ``days`` days (None: the server's default); None when
+    there is no such workspace."""
+    sql = f"UPDATE workspaces SET run_retention_days = $2 WHERE id = $1 RETURNING {_COLUMNS}"
+    row = await pool.fetchrow(sql, workspace_id, days)
     return dict(row) if row else None
