@@ -145,3 +145,25 @@ async def test_start_with_an_idempotency_key_starts_one_run(engine: Engine, data
     assert f"run {run.id} was started earlier with this key" in again.stdout
     clash = await asyncio.to_thread(run_cli, [*command[:3], "--payload", '{"n": 2}', *command[5:]], env)
     assert clash.returncode != 0 and "idempotency_key_reused" in clash.stderr + clash.stdout
+
+
+async def test_list_takes_every_run_search_filter_and_refuses_a_misspelt_one(
+    engine: Engine, database_url: str
+) -> None:
+    await engine.publish_workflow(WORKING)
+    first = await engine.start_run("works")
+    second = await engine.start_run("works")
+    env = cli_env(database_url, COLUMNS="200")
+    one = await asyncio.to_thread(run_cli, ["runs", "list", "--where", f"run_id={first.id}"], env)
+    assert one.returncode == 0, one.stdout + one.stderr
+    assert str(first.id) in one.stdout and str(second.id) not in one.stdout
+    none = await asyncio.to_thread(run_cli, ["runs", "list", "-w", "works", "--model", "openai:gpt-4o"], env)
+    assert none.returncode == 0 and str(first.id) not in none.stdout  # neither called a model
+    both = await asyncio.to_thread(
+        run_cli, ["runs", "list", "--where", "created[gte]=2000-01-01T00:00:00Z"], env
+    )
+    assert str(first.id) in both.stdout and str(second.id) in both.stdout
+    for bad, code in (("colour=red", "query_parameter_unknown"), ("created[gte]=soon", "query_parameter_invalid"),
+                      ("nothing", "query_parameter_invalid")):  # fmt: skip
+        refused = await asyncio.to_thread(run_cli, ["runs", "list", "--where", bad], env)
+        assert refused.returncode == 2 and code in refused.stdout, (bad, refused.stdout)

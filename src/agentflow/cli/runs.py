@@ -7,6 +7,8 @@ import typer
 from agentflow.cli.common import console, err_console, parse_json_option, run_with_engine
 from agentflow.cli.render import runs_table, short, status_text, timeline
 from agentflow.cli.run_ref import resolve_run_id
+from agentflow.core.errors import ConfigError
+from agentflow.core.run_filters import parse_run_filter
 from agentflow.engine import Engine
 
 app = typer.Typer(help="Start and inspect runs.", no_args_is_help=True)
@@ -78,16 +80,53 @@ def start(
 def list_(
     workflow: str | None = typer.Option(None, "--workflow", "-w", help="Only this workflow."),
     status: str | None = typer.Option(None, "--status", "-s", help="Only this status."),
-    limit: int = typer.Option(50, min=1, max=1000),
+    model: str | None = typer.Option(
+        None, "--model", help="Only runs that called this model (provider:model)."
+    ),
+    employee: str | None = typer.Option(None, "--employee", help="Only runs of this AI employee."),
+    account: str | None = typer.Option(None, "--account", help="Only runs about this account."),
+    where: list[str] = typer.Option(
+        [],
+        "--where",
+        help="Any run-search filter as name=value, repeatable: state[plan]=gold, usd[gt]=0.5,"
+        " started[gte]=2026-11-01T00:00Z, trigger=event, enrollment_key=... (as GET /api/runs takes them).",
+    ),
+    limit: int = typer.Option(50, min=1, max=500),
     loop_of: str | None = typer.Option(
         None, "--loop-of", help="The loop items of this run (they are not listed otherwise)."
     ),
 ) -> None:
-    """List runs, newest first (loop items only with --loop-of)."""
+    """List runs, newest first (loop items only with --loop-of); every filter must hold."""
+    params: list[tuple[str, str]] = [("limit", str(limit))]
+    for name, value in (
+        ("status", status),
+        ("model", model),
+        ("employee", employee),
+        ("account_id", account),
+    ):
+        if value is not None:
+            params.append((name, value))
+    for item in where:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            console.print(
+                f"[bold red]error[/] query_parameter_invalid: --where {item[:80]!r} is not name=value"
+            )
+            raise typer.Exit(2)
+        params.append((name.strip(), value))
+    try:  # refused before any connection: a misspelt filter never lists every run
+        parse_run_filter(params)
+    except ConfigError as exc:
+        console.print(f"[bold red]error[/] {exc.code}: {exc.info.message}")
+        raise typer.Exit(2) from None
 
     async def go(engine: Engine) -> None:
-        parent = await resolve_run_id(engine, loop_of) if loop_of else None
-        runs = await engine.list_runs(workflow=workflow, status=status, limit=limit, loop_of=parent)
+        found = list(params)
+        if workflow is not None:
+            found.append(("workflow_id", str((await engine.get_workflow(workflow)).id)))
+        if loop_of is not None:
+            found.append(("loop_of", str(await resolve_run_id(engine, loop_of))))
+        runs = await engine.search_runs(parse_run_filter(found))
         names = {w.id: w.name for w in await engine.list_workflows()}
         console.print(runs_table(runs, names))
 
