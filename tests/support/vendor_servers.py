@@ -46,13 +46,16 @@ class Recorded:
 @dataclass(frozen=True)
 class Reply:
     """One answer: a status, a JSON body and headers; ``hang`` never answers (until teardown);
-    ``events``: answer with these as server-sent ``data:`` lines (then ``[DONE]``) instead."""
+    ``events``: answer with these as server-sent ``data:`` lines (then ``[DONE]``, as OpenAI)
+    instead; ``sse``: as server-sent events (``event:`` when named, ``data:``), nothing after
+    (as Anthropic and Gemini)."""
 
     status: int = 200
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
     hang: bool = False
     events: list[Any] | None = None
+    sse: list[tuple[str | None, Any]] | None = None
 
 
 class VendorServer:
@@ -114,6 +117,12 @@ class VendorServer:
             with suppress(TimeoutError):
                 await asyncio.wait_for(self._released.wait(), HANG_LIMIT)
             return JSONResponse({"error": {"message": "hung"}}, status_code=504)
+        if reply.sse is not None:
+            lines = "".join(
+                (f"event: {name}\n" if name else "") + f"data: {json.dumps(data)}\n\n"
+                for name, data in reply.sse
+            )
+            return Response(lines, status_code=reply.status, media_type="text/event-stream")
         if reply.events is not None:
             lines = "".join(f"data: {json.dumps(event)}\n\n" for event in reply.events) + "data: [DONE]\n\n"
             return Response(lines, status_code=reply.status, media_type="text/event-stream")
@@ -268,6 +277,42 @@ def anthropic_message(
     }
 
 
+def anthropic_events(
+    texts: list[str],
+    tool: tuple[str, str, list[str]] | None = None,
+    *,
+    input_tokens: int = 10,
+    output_tokens: int = 5,
+    model: str = "claude-sonnet-4-5-20250929",
+) -> list[tuple[str | None, Any]]:
+    """A streamed message: a text block fed in ``texts``, then (``tool``: id, name, its input
+    JSON in pieces) a tool_use block, the stop reason and usage, as the Messages API streams."""
+    start = anthropic_message([], input_tokens=input_tokens, output_tokens=1, model=model)
+    found: list[tuple[str | None, Any]] = [("message_start", {"type": "message_start", "message": start})]
+
+    def block(index: int, content: dict[str, Any], deltas: list[dict[str, Any]]) -> None:
+        found.append(
+            ("content_block_start", {"type": "content_block_start", "index": index, "content_block": content})
+        )
+        for delta in deltas:
+            found.append(
+                ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
+            )
+        found.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+
+    block(0, {"type": "text", "text": ""}, [{"type": "text_delta", "text": t} for t in texts])
+    if tool is not None:
+        tool_id, name, pieces = tool
+        block(1, {"type": "tool_use", "id": tool_id, "name": name, "input": {}},
+              [{"type": "input_json_delta", "partial_json": p} for p in pieces])  # fmt: skip
+    found.append(("ping", {"type": "ping"}))
+    stop = "tool_use" if tool else "end_turn"
+    found.append(("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
+                                    "usage": {"output_tokens": output_tokens}}))  # fmt: skip
+    found.append(("message_stop", {"type": "message_stop"}))
+    return found
+
+
 def text_block(text: str) -> dict[str, Any]:
     """An Anthropic text block."""
     return {"type": "text", "text": text}
@@ -314,6 +359,21 @@ def gemini_response(
         "modelVersion": model,
         "responseId": "resp-test",
     }
+
+
+def gemini_chunks(
+    texts: list[str], calls: list[dict[str, Any]] | None = None, **final: Any
+) -> list[tuple[str | None, Any]]:
+    """A streamed answer: one chunk per text, then the function calls with the finish reason
+    and usage (``final``: as ``gemini_response`` takes them), as ``streamGenerateContent`` sends."""
+    found: list[tuple[str | None, Any]] = []
+    for text in texts:
+        chunk = gemini_response([text_part(text)])
+        chunk["candidates"][0].pop("finishReason")
+        chunk.pop("usageMetadata")
+        found.append((None, chunk))
+    found.append((None, gemini_response(calls or [], **final)))
+    return found
 
 
 def text_part(text: str) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from agentflow.llm.http_failures import (
 )
 from agentflow.llm.httpx_bridge import bridged_client
 from agentflow.llm.retrying import call_with_retries, retry_after_seconds
+from agentflow.llm.streaming import TextSink
 
 VENDOR = Vendor(
     "anthropic", "AGENTFLOW_ANTHROPIC_API_KEY or ANTHROPIC_API_KEY", "AGENTFLOW_ANTHROPIC_BASE_URL"
@@ -99,23 +100,51 @@ class AnthropicProvider:
             provider=self.name,
         )
 
+    async def stream(self, request: ModelRequest, sink: TextSink) -> ModelResponse:
+        """As ``request``, streaming the answer's text to ``sink`` as it comes (an attempt
+        that is retried starts the sink again).
+
+        Raises:
+            ModelError: every failure.
+        """
+        return await call_with_retries(
+            lambda: self._stream_once(request, sink),
+            max_retries=self._max_retries,
+            translate=lambda exc: self._translate(exc, request.model),
+            provider=self.name,
+        )
+
     async def aclose(self) -> None:
         """Close the SDK's connections (a client passed in stays open: its owner closes it)."""
         await self._client.close()
 
     async def _request_once(self, request: ModelRequest) -> ModelResponse:
-        system = "\n\n".join(m.content for m in request.messages if m.role == "system" and m.content)
-        reply = await self._client.messages.create(
-            model=request.model,
-            max_tokens=request.max_output_tokens or DEFAULT_MAX_TOKENS,
-            messages=_message_params(request.messages),
-            system=system or anthropic.omit,
-            tools=[_tool_param(t) for t in request.tools] if request.tools else anthropic.omit,
-            output_config=_output_config(request.output_schema) if request.output_schema else anthropic.omit,
-            extra_body=_sampling(request) or None,
-            stop_sequences=list(request.stop) if request.stop else anthropic.omit,
-        )
+        reply = await self._client.messages.create(**self._arguments(request))
         return self._response(request, reply)
+
+    async def _stream_once(self, request: ModelRequest, sink: TextSink) -> ModelResponse:
+        sink.restart()
+        # The SDK assembles the message from the events; its text deltas go to the sink.
+        async with self._client.messages.stream(**self._arguments(request)) as events:
+            async for text in events.text_stream:
+                sink.text(text)
+            reply = await events.get_final_message()
+        return self._response(request, reply)
+
+    def _arguments(self, request: ModelRequest) -> dict[str, Any]:
+        system = "\n\n".join(m.content for m in request.messages if m.role == "system" and m.content)
+        return {
+            "model": request.model,
+            "max_tokens": request.max_output_tokens or DEFAULT_MAX_TOKENS,
+            "messages": _message_params(request.messages),
+            "system": system or anthropic.omit,
+            "tools": [_tool_param(t) for t in request.tools] if request.tools else anthropic.omit,
+            "output_config": _output_config(request.output_schema)
+            if request.output_schema
+            else anthropic.omit,
+            "extra_body": _sampling(request) or None,
+            "stop_sequences": list(request.stop) if request.stop else anthropic.omit,
+        }
 
     def _response(self, request: ModelRequest, reply: AnthropicMessage) -> ModelResponse:
         texts: list[str] = []

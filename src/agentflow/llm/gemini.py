@@ -33,6 +33,7 @@ from agentflow.llm.http_failures import (
     error_for_timeout,
 )
 from agentflow.llm.retrying import call_with_retries, retry_after_seconds
+from agentflow.llm.streaming import TextSink
 
 VENDOR = Vendor("gemini", "AGENTFLOW_GEMINI_API_KEY or GEMINI_API_KEY", "AGENTFLOW_GEMINI_BASE_URL")
 DEFAULT_EMBEDDING_MODEL = "gemini-embedding-001"
@@ -94,6 +95,20 @@ class GeminiProvider:
             provider=self.name,
         )
 
+    async def stream(self, request: ModelRequest, sink: TextSink) -> ModelResponse:
+        """As ``request``, streaming the answer's text to ``sink`` as it comes
+        (``streamGenerateContent``; an attempt that is retried starts the sink again).
+
+        Raises:
+            ModelError: every failure.
+        """
+        return await call_with_retries(
+            lambda: self._stream_once(request, sink),
+            max_retries=self._max_retries,
+            translate=lambda exc: self._translate(exc, request.model),
+            provider=self.name,
+        )
+
     async def embed(self, texts: list[str], model: str | None = None) -> list[list[float]]:
         """One embedding vector per text (default model ``gemini-embedding-001``).
 
@@ -118,29 +133,26 @@ class GeminiProvider:
         await self._client.aio.aclose()
 
     async def _request_once(self, request: ModelRequest) -> ModelResponse:
-        system = "\n\n".join(m.content for m in request.messages if m.role == "system" and m.content)
-        declarations = [
-            types.FunctionDeclaration(
-                name=t.name, description=t.description, parameters_json_schema=t.parameters
-            )
-            for t in request.tools
-        ]
-        config = types.GenerateContentConfig(
-            system_instruction=system or None,
-            tools=[types.Tool(function_declarations=declarations)] if declarations else None,
-            response_mime_type="application/json" if request.output_schema is not None else None,
-            response_json_schema=request.output_schema,
-            max_output_tokens=request.max_output_tokens,
-            temperature=request.temperature,
-            top_p=request.top_p,
-            stop_sequences=list(request.stop) or None,
-            # Our tools are declarations, not Python callables: the agent loop runs them.
-            automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
-        )
         reply = await self._client.aio.models.generate_content(
-            model=request.model, contents=_contents(request.messages), config=config
+            model=request.model, contents=_contents(request.messages), config=_config(request)
         )
         return self._response(request, reply)
+
+    async def _stream_once(self, request: ModelRequest, sink: TextSink) -> ModelResponse:
+        sink.restart()
+        chunks = await self._client.aio.models.generate_content_stream(
+            model=request.model, contents=_contents(request.messages), config=_config(request)
+        )
+        parts: list[types.Part] = []
+        last: types.GenerateContentResponse | None = None
+        async for chunk in chunks:
+            last = chunk
+            candidate = chunk.candidates[0] if chunk.candidates else None
+            for part in (candidate.content.parts if candidate and candidate.content else None) or ():
+                parts.append(part)
+                if part.text and not part.thought:
+                    sink.text(part.text)
+        return self._response(request, _joined(parts, last))
 
     def _response(self, request: ModelRequest, reply: types.GenerateContentResponse) -> ModelResponse:
         if not reply.candidates:
@@ -228,6 +240,50 @@ def _tool_call(index: int, part: types.Part) -> ToolCall:
     if part.thought_signature:
         call_id += SIGNATURE_MARK + base64.b64encode(part.thought_signature).decode("ascii")
     return ToolCall(call_id, call.name or "", parse_tool_arguments(call.args))
+
+
+def _config(request: ModelRequest) -> types.GenerateContentConfig:
+    """The request's instructions, tools, output format and sampling, as Gemini takes them."""
+    system = "\n\n".join(m.content for m in request.messages if m.role == "system" and m.content)
+    declarations = [
+        types.FunctionDeclaration(name=t.name, description=t.description, parameters_json_schema=t.parameters)
+        for t in request.tools
+    ]
+    return types.GenerateContentConfig(
+        system_instruction=system or None,
+        tools=[types.Tool(function_declarations=declarations)] if declarations else None,
+        response_mime_type="application/json" if request.output_schema is not None else None,
+        response_json_schema=request.output_schema,
+        max_output_tokens=request.max_output_tokens,
+        temperature=request.temperature,
+        top_p=request.top_p,
+        stop_sequences=list(request.stop) or None,
+        # Our tools are declarations, not Python callables: the agent loop runs them.
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+    )
+
+
+def _joined(
+    parts: list[types.Part], last: types.GenerateContentResponse | None
+) -> types.GenerateContentResponse:
+    """A streamed answer as one response: every chunk's parts, the last chunk's finish reason,
+    usage and model (Gemini reports them with the last chunk)."""
+    if last is None:
+        return types.GenerateContentResponse(candidates=[])
+    final = last.candidates[0] if last.candidates else None
+    if final is None and not parts:
+        return last  # blocked before any answer: its prompt feedback says why
+    candidate = types.Candidate(
+        content=types.Content(role="model", parts=parts),
+        finish_reason=final.finish_reason if final else None,
+        index=0,
+    )
+    return types.GenerateContentResponse(
+        candidates=[candidate],
+        usage_metadata=last.usage_metadata,
+        model_version=last.model_version,
+        prompt_feedback=last.prompt_feedback,
+    )
 
 
 def _contents(messages: tuple[Message, ...]) -> list[types.Content]:

@@ -1,8 +1,8 @@
 """Streaming a model's answer while it is written (issue 12).
 
 A caller that wants the text as it comes passes a ``TextSink``. A provider that can stream
-(``StreamingProvider``: OpenAI and compatible servers, the scripted model) feeds it chunk by
-chunk; any other gets the whole text at once when the answer is in. Either way the call
+(``StreamingProvider``: OpenAI and compatible servers, Anthropic, Gemini, the scripted model)
+feeds it chunk by chunk; any other gets the whole text at once when the answer is in. Either way the call
 returns the same ``ModelResponse`` as ``request``: streaming changes what a watcher sees, not
 what the step records.
 """
