@@ -33,6 +33,7 @@ from agentflow.core.records import RunRecord, StepRecord, VersionRecord, Workflo
 from agentflow.core.run_filters import RunFilter
 from agentflow.core.tools import ToolRegistry
 from agentflow.credentials import Credentials
+from agentflow.evals import Evals
 from agentflow.eventlog import EventLog
 from agentflow.governance import Governance
 from agentflow.human_requests import HumanRequests
@@ -76,6 +77,12 @@ class Engine:
         self._configs = ConfigCache(db.pool)
         self._starts = RunStarter(
             db.pool, self._configs, lambda ref, version, ws: self.get_version(ref, version, workspace_id=ws)
+        )
+        self.evals = Evals(
+            db,
+            settings,
+            self._configs,
+            lambda ref, version, ws: self.get_version(ref, version, workspace_id=ws),
         )
         self.events = EventLog(db)
         self.tasks = TaskBoard(db)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -34,7 +35,7 @@ from agentflow.core.agent_state import (
     check_workspace_budget,
     needs_approval,
 )
-from agentflow.core.chat import ModelRequest, ToolCall
+from agentflow.core.chat import ModelRequest, ToolCall, ToolSchema
 from agentflow.core.definitions import AgentConfig
 from agentflow.core.errors import ErrorInfo, StepFailure
 from agentflow.core.inbox import AWAITING_EVENT, Inbox
@@ -42,7 +43,7 @@ from agentflow.core.planner import Transition
 from agentflow.core.records import RunRecord
 from agentflow.core.statuses import RunStatus
 from agentflow.llm import streaming
-from agentflow.llm.base import ModelError
+from agentflow.llm.base import ModelError, ModelProvider
 from agentflow.store import agent_reads
 from agentflow.store.checkpoints import NO_EFFECTS, Effects
 from agentflow.store.run_deltas import DeltaWriter
@@ -79,6 +80,22 @@ async def next_step(
     return AgentStep(**{**step.__dict__, "duration": time.monotonic() - started})
 
 
+def decision_request(
+    config: AgentConfig, inputs: ContextInputs, mcp_offer: Sequence[ToolSchema], env: AgentEnv
+) -> tuple[ModelProvider, str, ModelRequest]:
+    """The model call of a decision made from ``inputs``: the provider, the model, the request."""
+    provider, model = env.model(config.model)
+    request = ModelRequest(
+        model,
+        build_messages(inputs),
+        (*toolbox.tool_schemas(config, env.tools), *mcp_offer),
+        max_output_tokens=config.max_tokens or DEFAULT_MAX_TOKENS,
+        temperature=config.temperature,
+        top_p=config.top_p,
+    )
+    return provider, model, request
+
+
 async def _decide(
     config: AgentConfig, run: RunRecord, state: AgentState, inbox: Inbox, position: tuple[int, int],
     env: AgentEnv, key: str | None = None,
@@ -112,16 +129,8 @@ async def _decide(
         limits=config.context,
         memory=None if recalled is None or recalled.recollection.empty else recalled.recollection.render(),
     )
-    messages = build_messages(inputs)
-    provider, model = env.model(config.model)
-    request = ModelRequest(
-        model,
-        messages,
-        (*toolbox.tool_schemas(config, env.tools), *mcp_offer),
-        max_output_tokens=config.max_tokens or DEFAULT_MAX_TOKENS,
-        temperature=config.temperature,
-        top_p=config.top_p,
-    )
+    provider, model, request = decision_request(config, inputs, mcp_offer, env)
+    messages = request.messages
     step_input = {
         "events": inputs.events,
         "messages": len(messages),

@@ -14,6 +14,7 @@ from agentflow.cli import (
     credentials,
     db,
     demo,
+    evaluate,
     events,
     keys,
     knowledge,
@@ -58,6 +59,7 @@ app.command("serve")(serve.serve)
 app.command("bench")(bench.bench)
 app.command("demo")(demo.demo)
 app.command("report")(report.report)
+app.command("eval")(evaluate.evaluate)
 
 
 @app.callback()
