@@ -256,3 +256,35 @@ async def test_a_run_canceled_while_it_waits_has_its_span_emitted_by_the_cancell
     ended = by_name(spans.get_finished_spans())["invoke_workflow sleepy"]
     assert ended.attributes is not None and ended.attributes["agentflow.run.status"] == "canceled"
     assert ended.context is not None and ended.context.span_id == tracing.run_ids(run)[1]
+
+
+async def test_with_tracing_on_a_request_is_a_server_span_and_its_runs_sit_under_it(
+    engine: Engine, spans: InMemorySpanExporter
+) -> None:
+    await engine.publish_workflow(flow("nap", {"id": "nap", "type": "wait", "duration": "1h"}))
+    caller = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    async with serve(create_app(engine)) as base, httpx.AsyncClient(base_url=base) as client:
+        started = await client.post(f"{WORKFLOWS}/nap/runs", json={}, headers={"traceparent": caller})
+        missing = await client.get(f"{WORKFLOWS}/nowhere/runs")
+        await client.get("/healthz")
+    assert started.status_code == 201, started.text
+    found = by_name(spans.get_finished_spans())
+    assert not [name for name in found if "healthz" in name], list(found)  # health checks are not traced
+    request = found[f"POST {WORKFLOWS}/{{workflow_id}}/runs"]
+    assert request.kind is SpanKind.SERVER and request.context is not None and request.parent is not None
+    assert (request.context.trace_id, request.parent.span_id) == (
+        0x0AF7651916CD43DD8448EB211C80319C,
+        0xB7AD6B7169203331,
+    )
+    assert request.attributes is not None and request.attributes["http.response.status_code"] == 201
+    # The run records the request's span: its spans will sit under the request.
+    assert (
+        started.json()["trace_parent"]
+        == f"00-{request.context.trace_id:032x}-{request.context.span_id:016x}-01"
+    )
+    lost = found[f"GET {WORKFLOWS}/{{workflow_id}}/runs"]
+    assert (
+        lost.attributes is not None
+        and lost.attributes["http.response.status_code"] == missing.status_code == 404
+    )
+    assert lost.parent is None  # no traceparent: a trace of its own

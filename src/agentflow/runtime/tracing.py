@@ -197,6 +197,34 @@ def name_step(span: Span | None, kind: str, name: str | None, error_code: str | 
         span.set_status(Status(StatusCode.ERROR, error_code))
 
 
+@contextmanager
+def server_span(method: str, path: str, parent: Context | None) -> Iterator[Span | None]:
+    """A span for one API request, current while it is handled, under the caller's span when
+    its ``traceparent`` named one (None while tracing is off)."""
+    if _tracer is None:
+        yield None
+        return
+    attributes = {"http.request.method": method, "url.path": path}
+    with _tracer.start_as_current_span(
+        method, context=parent, kind=SpanKind.SERVER, attributes=attributes, record_exception=False
+    ) as span:
+        yield span
+
+
+def end_request(span: Span | None, method: str, route: str | None, status: int | None) -> None:
+    """Name a request's span after its route (``POST /api/runs/{run_id}/cancel``) and status."""
+    if span is None:
+        return
+    if route:
+        span.update_name(f"{method} {route}")
+        span.set_attribute("http.route", route)
+    if status is not None:
+        span.set_attribute("http.response.status_code", status)
+        if status >= 500:
+            span.set_attribute("error.type", str(status))
+            span.set_status(Status(StatusCode.ERROR))
+
+
 # Our adapters' names as the GenAI conventions spell the providers (``gen_ai.provider.name``).
 _PROVIDERS = {"gemini": "gcp.gemini", "scripted": "agentflow.scripted"}
 
