@@ -1,36 +1,28 @@
-"""Execute one step attempt of a claimed run and describe its checkpoint.
+"""Execute one step attempt of a claimed run and describe its checkpoint: the activation runs
+(``runtime.activation``), then ``decide`` says how it moves the run.
 
 Nothing here writes to the database: the worker checkpoints what this returns.
 """
 
 from __future__ import annotations
 
-import asyncio
 import random
-import time
-import traceback
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from agentflow.core import loops, planner
 from agentflow.core.definitions import StructuredConfig
 from agentflow.core.errors import ErrorInfo, StepFailure
-from agentflow.core.graph.frontier import Activation
 from agentflow.core.graph.looping import ForEachNode, LoopProgress
-from agentflow.core.graph.output_params import shape_output
 from agentflow.core.inbox import EMPTY, Inbox
-from agentflow.core.node_specs import NodeSpec
-from agentflow.core.payload_format import with_nested_keys
 from agentflow.core.planner import NodeResult, Transition
 from agentflow.core.records import RunRecord
 from agentflow.core.statuses import RunStatus
-from agentflow.core.step_context import StepContext
 from agentflow.nodes.base import NodeEnv
-from agentflow.nodes.registry import runner_for
 from agentflow.nodes.rendering import call_rendering
-from agentflow.runtime import tracing
-from agentflow.store import json_codec
+from agentflow.runtime.activation import Ran as Ran
+from agentflow.runtime.activation import run_activation as run_activation
 from agentflow.store.checkpoints import NO_EFFECTS, Checkpointed, Effects, ModelUsage, RunWrite, StepWrite
 
 _rand = random.Random()
@@ -96,38 +88,6 @@ class Cursor:
         return Cursor(state, self.step_seq + 1 if counter is None else counter, 0, self.outputs, inbox, now)
 
 
-@dataclass(frozen=True)
-class Ran:
-    """One attempt of one activation, before how it moves the run is decided.
-
-    Attributes:
-        activation / node: what ran.
-        seq / attempt: its step number and attempt number.
-        name: the step's display name.
-        step_input: what it recorded as its input.
-        result: its result (empty when it failed).
-        failure / retryable: why it failed, and whether another attempt may help.
-        env: the template context it ran with (``save_to_state`` renders in it).
-        tasks: tasks it asked for.
-        duration: seconds it took.
-        inbox: the run's inbox as the step saw it.
-    """
-
-    activation: Activation
-    node: NodeSpec
-    seq: int
-    attempt: int
-    name: str | None
-    step_input: Any
-    result: NodeResult
-    failure: ErrorInfo | None
-    retryable: bool
-    env: NodeEnv
-    tasks: list[dict[str, Any]]
-    duration: float
-    inbox: Inbox
-
-
 async def execute(
     config: StructuredConfig,
     run: RunRecord,
@@ -163,118 +123,6 @@ async def execute(
     )
     # A number taken now (not given earlier beside others) moves the counter on.
     return await decide(config, state, ran, cursor, taken=int(activation.seq is None), concurrent=False)
-
-
-async def run_activation(
-    config: StructuredConfig,
-    run: RunRecord,
-    cursor: Cursor,
-    activation: Activation,
-    seq: int,
-    attempt: int,
-    tools_env: NodeEnv,
-    token: int,
-) -> Ran:
-    """Run ``activation`` once as step ``seq``, attempt ``attempt``, with its timeout, in a
-    span of its own when traces are on."""
-    args = (config, run, cursor, activation, seq, attempt, tools_env, token)
-    if not tracing.enabled():
-        return await _run_activation(*args)
-    with tracing.step_span(run, seq, attempt, config.node(activation.node).type, activation.node) as span:
-        ran = await _run_activation(*args)
-        tracing.name_step(span, ran.node.type, ran.name, ran.failure.code if ran.failure else None)
-        return ran
-
-
-async def _run_activation(
-    config: StructuredConfig,
-    run: RunRecord,
-    cursor: Cursor,
-    activation: Activation,
-    seq: int,
-    attempt: int,
-    tools_env: NodeEnv,
-    token: int,
-) -> Ran:
-    node = config.node(activation.node)
-    ctx = StepContext(
-        workspace_id=run.workspace_id,
-        run_id=run.id,
-        workflow_id=run.workflow_id,
-        step_seq=seq,
-        attempt=attempt,
-        fencing_token=token,
-        payload=run.input if isinstance(run.input, dict) else {"value": run.input},
-    )
-    env = NodeEnv(
-        tools_env.tools,
-        tools_env.threads,
-        models=tools_env.models,
-        http=tools_env.http,
-        mcp=tools_env.mcp,
-        mcp_servers=tuple(config.mcp_servers or ()),
-        attached=config.graph.attached,
-        code=tools_env.code,
-        credentials=tools_env.credentials,
-        workflows=tools_env.workflows,
-        public_url=tools_env.public_url,
-        people=tools_env.people,
-        inbox=cursor.inbox,
-        asked=activation.asked,
-        template_context={
-            "payload": with_nested_keys(run.input),
-            "input": planner.node_input(config, activation, run.input, cursor.outputs),
-            "steps": cursor.outputs,
-            "state": planner.variables(cursor.state),
-            "inbox": cursor.inbox.view(),
-            "run": {"id": str(run.id), "workflow_id": str(run.workflow_id), "step": seq},
-        },
-    )
-    started = time.monotonic()
-    step_input: Any = None
-    name: str | None = None
-    failure: ErrorInfo | None = None
-    retryable = False
-    result = NodeResult()
-    try:
-        runner = runner_for(node.type)
-        name = runner.describe(node)
-        timeout = planner.step_timeout(config, node, runner.timeout_override(node, env))
-        try:
-            async with asyncio.timeout(timeout):
-                step_input, result = await runner.run(node, ctx, env)
-        except TimeoutError:
-            raise StepFailure(
-                "step_timeout",
-                f"step {node.id!r} did not finish within {timeout:g}s",
-                solution="Make the step faster or raise its 'timeout'.",
-            ) from None
-        if node.output_params:
-            result = replace(result, output=shape_output(node.id, node.output_params, result.output))
-        json_codec.encode(result.output)  # refuse what jsonb cannot store, as a step failure
-        json_codec.encode(step_input)
-    except StepFailure as exc:
-        failure, retryable, result = exc.info, exc.retryable, NodeResult()
-    except json_codec.UnstorableJson as exc:
-        failure = ErrorInfo(
-            "output_not_storable",
-            f"step {node.id!r} returned a value that cannot be stored: {exc}",
-            solution="Return JSON data (dicts, lists, strings, numbers) without NUL characters.",
-        )
-        result, step_input = NodeResult(), None
-    except Exception as exc:  # a tool's own bug or outage: retry per policy
-        failure = ErrorInfo(
-            "step_exception",
-            f"{type(exc).__name__}: {exc}",
-            {"type": type(exc).__name__, "traceback": traceback.format_exc(limit=8)[-4000:]},
-        )
-        retryable, result = True, NodeResult()
-    tasks = [_task_doc(t) for t in ctx.tasks] if failure is None else []
-    duration = time.monotonic() - started
-    return Ran(
-        activation, node, seq, attempt, name, step_input, result, failure, retryable, env, tasks, duration,
-        cursor.inbox,
-    )  # fmt: skip
 
 
 async def decide(
@@ -445,10 +293,3 @@ def _usage(env: NodeEnv) -> ModelUsage | None:
         spent.usd,
         spent.calls,
     )
-
-
-def _task_doc(task: Any) -> dict[str, Any]:
-    doc = asdict(task)
-    if doc.get("due_at") is not None:
-        doc["due_at"] = doc["due_at"].isoformat()
-    return doc
