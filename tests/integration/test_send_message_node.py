@@ -106,3 +106,24 @@ async def test_a_recipient_that_renders_to_no_address_fails_the_step_and_sends_n
 
 def engine_workspace(run: RunRecord) -> uuid.UUID:
     return run.workspace_id
+
+
+async def test_without_an_account_id_the_message_is_about_the_runs_account(
+    engine: Engine, worker: Worker
+) -> None:
+    await engine.publish_workflow({
+        "name": "order-note", "kind": "structured", "trigger": {"topics": ["order.placed"]},
+        "nodes": [{"id": "tell", "type": "send_message", "channel": "in_app", "to": "dana",
+                   "body": "Order {{ payload.n }} for {{ run.account_id }}"}],
+    })  # fmt: skip
+    await engine.events.publish(
+        [{"topic": "order.placed", "message_id": "o-1", "account_id": "acc-9", "data": {"n": 7}}]
+    )
+    for _ in range(200):
+        row = await engine.db.pool.fetchrow(
+            "SELECT account_id, body FROM notifications WHERE channel = 'in_app'"
+        )
+        if row is not None:
+            break
+        await asyncio.sleep(0.05)
+    assert row is not None and (row["account_id"], row["body"]) == ("acc-9", "Order 7 for acc-9")

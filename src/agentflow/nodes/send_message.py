@@ -77,7 +77,10 @@ class SendMessageRunner(BaseRunner):
                 solution="Check the data 'body' reads, or give it a default (| default('...')).",
             )
         subject = await _text(node, env, "subject", node.subject) if node.subject is not None else ""
-        account = await _text(node, env, "account_id", node.account_id) if node.account_id is not None else ""
+        if node.account_id is not None:
+            account = await _text(node, env, "account_id", node.account_id)
+        else:  # the run's own account: the message shows in that account's history
+            account = str((env.template_context.get("run") or {}).get("account_id") or "")
         metadata: dict[str, Any] = {
             **(node.metadata or {}),
             "workflow_id": str(ctx.workflow_id),

@@ -127,7 +127,12 @@ async def _run_activation(
             "steps": cursor.outputs,
             "state": planner.variables(cursor.state),
             "inbox": cursor.inbox.view(),
-            "run": {"id": str(run.id), "workflow_id": str(run.workflow_id), "step": seq},
+            "run": {
+                "id": str(run.id),
+                "workflow_id": str(run.workflow_id),
+                "step": seq,
+                "account_id": run.account_id,
+            },
         },
     )
     started = time.monotonic()

@@ -78,7 +78,9 @@ class SendMessageNode(AgentToolFields, NodeSpec):
     subject: str | None = Field(default=None, max_length=MAX_SUBJECT, description="The subject (a template).")
     body: str = Field(min_length=1, max_length=MAX_BODY, description="The message (a template).")
     account_id: str | None = Field(
-        default=None, max_length=200, description="The account the message is about (a template)."
+        default=None,
+        max_length=200,
+        description="The account the message is about (a template); default: the run's account.",
     )
     metadata: dict[str, JsonValue] | None = Field(
         default=None,
