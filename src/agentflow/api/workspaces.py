@@ -52,7 +52,8 @@ class WorkspaceIn(BaseModel):
 class WorkspaceChange(BaseModel):
     """What to change: its name, how long it keeps finished runs, or both."""
 
-    model_config = ConfigDict(extra="forbid")
+    # An empty body changes nothing: the schema says so (and the route answers 422).
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"minProperties": 1})
 
     name: str | None = Field(
         default=None, min_length=1, max_length=100, pattern=NAME_PATTERN, examples=["acme support"]
@@ -126,7 +127,7 @@ async def change_workspace(
     if workspace_id != workspace and not _server_admin(request, workspace):
         raise NotFoundError("workspace_not_found", f"no workspace {workspace_id}")
     given = body.model_fields_set
-    if body.name is None and "run_retention_days" not in given:
+    if not given:
         raise ConfigError(
             "nothing_to_change",
             "the body names nothing to change",
