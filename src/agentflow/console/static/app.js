@@ -293,6 +293,7 @@ async function follow(path, mine, workflowId, runId) {
     if (!response.ok || !response.body) throw new Error("HTTP " + response.status);
     const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
     let buffer = "";
+    let status = null; // the badge counts requests to people: recount when the run changes status
     for (;;) {
       const { value, done } = await reader.read();
       if (done || mine !== navigation) {
@@ -306,7 +307,13 @@ async function follow(path, mine, workflowId, runId) {
         buffer = buffer.slice(cut + 2);
         const data = message.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)).join("\n");
         if (data && mine === navigation) {
-          show(...runNodes(JSON.parse(data), workflowId, runId).filter((n) => n !== null && n !== undefined));
+          const doc = JSON.parse(data);
+          show(...runNodes(doc, workflowId, runId).filter((n) => n !== null && n !== undefined));
+          const now = doc && (doc.status || (doc.run && doc.run.status));
+          if (now !== status) {
+            status = now;
+            countInbox();
+          }
         }
       }
     }
