@@ -5,8 +5,9 @@ dead worker's runs are claimed again within the lease TTL and a few poll interva
 Two workers share the runs: a steady one, and a victim that is armed to kill itself right
 after a claim (``after_claim``: every run of that claim is stranded before its step began,
 the case that used to cost healthy runs a rescue each time) and that the test also kills at
-random moments; each dead victim is replaced at once. Runs are started faster than the
-workers finish them, so a ready backlog is always there for the lapsed runs to wait behind.
+random moments while it holds runs; each dead victim is replaced at once. Runs are started
+faster than the workers finish them, so a ready backlog is always there for the lapsed runs
+to wait behind.
 Each tool step tells the recorder when it starts, under which fencing token, so a
 ``worker_lost`` run can be checked against the steps that were really cut off. The negative
 control runs the same session with the old claim (``tests.support.naive_claim``): it must
@@ -119,16 +120,23 @@ async def session(
     async def killer() -> None:
         while not stop.is_set():
             await asyncio.sleep(rng.uniform(1.0, 2.5))
-            # Wait for a victim that has had time to claim (and maybe die of its failpoint).
+            # Wait for a victim that has had time to claim (and maybe die of its failpoint) and
+            # holds runs: on a loaded machine a new worker takes seconds to start, and one killed
+            # before its first claim would strand nothing (the session must strand runs).
             while not stop.is_set():
                 now = time.monotonic()
-                victims = [
-                    w
+                victims = {
+                    w.name: w
                     for w in supervisor.workers
                     if w.alive() and w.ready() and w.name != "r11-steady" and now - w.started_at > SPARE_FOR
-                ]
-                if victims:
-                    supervisor.kill(victims[0])
+                }
+                holding = await engine.db.pool.fetch(
+                    "SELECT DISTINCT lease_owner FROM runs WHERE status = 'in_progress'"
+                    " AND lease_owner = ANY($1::text[])",
+                    list(victims),
+                )
+                if holding:
+                    supervisor.kill(victims[holding[0]["lease_owner"]])
                     break
                 await asyncio.sleep(0.1)
 

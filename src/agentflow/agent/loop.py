@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -23,19 +22,19 @@ import asyncpg
 from agentflow.agent import mcp_tools, memory, toolbox
 from agentflow.agent.approval_gate import approval_gate
 from agentflow.agent.calls import CallContext, ToolOutcome, refusal
+from agentflow.agent.decision import context_inputs, decision_request
 from agentflow.agent.env import AgentEnv
 from agentflow.agent.outcome import AgentStep
 from agentflow.core import planner
-from agentflow.core.agent_context import DECIDE_KIND, TOOL_KIND, ContextInputs, build_messages
+from agentflow.core.agent_context import DECIDE_KIND, TOOL_KIND
 from agentflow.core.agent_state import (
     AgentState,
     Breach,
-    allowed_tools,
     check_budget,
     check_workspace_budget,
     needs_approval,
 )
-from agentflow.core.chat import ModelRequest, ToolCall, ToolSchema
+from agentflow.core.chat import ToolCall
 from agentflow.core.definitions import AgentConfig
 from agentflow.core.errors import ErrorInfo, StepFailure
 from agentflow.core.inbox import AWAITING_EVENT, Inbox
@@ -43,14 +42,13 @@ from agentflow.core.planner import Transition
 from agentflow.core.records import RunRecord
 from agentflow.core.statuses import RunStatus
 from agentflow.llm import streaming
-from agentflow.llm.base import ModelError, ModelProvider
+from agentflow.llm.base import ModelError
 from agentflow.store import agent_reads
 from agentflow.store.checkpoints import NO_EFFECTS, Effects
 from agentflow.store.run_deltas import DeltaWriter
 
 MAX_CALLS_PER_DECISION = 16
 MAX_NUDGES = 1
-DEFAULT_MAX_TOKENS = 2048
 MAX_REFUSED_IN_ROW = 5
 _TEXT_OUTCOMES = {
     RunStatus.IN_PROGRESS: "nudged",
@@ -80,22 +78,6 @@ async def next_step(
     return AgentStep(**{**step.__dict__, "duration": time.monotonic() - started})
 
 
-def decision_request(
-    config: AgentConfig, inputs: ContextInputs, mcp_offer: Sequence[ToolSchema], env: AgentEnv
-) -> tuple[ModelProvider, str, ModelRequest]:
-    """The model call of a decision made from ``inputs``: the provider, the model, the request."""
-    provider, model = env.model(config.model)
-    request = ModelRequest(
-        model,
-        build_messages(inputs),
-        (*toolbox.tool_schemas(config, env.tools), *mcp_offer),
-        max_output_tokens=config.max_tokens or DEFAULT_MAX_TOKENS,
-        temperature=config.temperature,
-        top_p=config.top_p,
-    )
-    return provider, model, request
-
-
 async def _decide(
     config: AgentConfig, run: RunRecord, state: AgentState, inbox: Inbox, position: tuple[int, int],
     env: AgentEnv, key: str | None = None,
@@ -114,19 +96,16 @@ async def _decide(
         await agent_reads.account(env.pool, run.workspace_id, run.account_id) if run.account_id else None
     )
     recalled = await memory.recall(config, run, key, env) if key is not None else None
-    inputs = ContextInputs(
-        workflow=config.name,
-        prompt=config.prompt,
-        account=account,
-        trigger=run.trigger,
-        payload=run.input,
+    inputs = context_inputs(
+        config,
+        run,
+        account,
         steps=await agent_reads.history(env.pool, run.workspace_id, run.id),
         tasks=await agent_reads.run_tasks(env.pool, run.workspace_id, run.id),
         events=inbox.view(),
         plan=state.plan,
-        tools=[*allowed_tools(config), *(schema.name for schema in mcp_offer)],
         now=datetime.now(UTC),
-        limits=config.context,
+        more_tools=[schema.name for schema in mcp_offer],
         memory=None if recalled is None or recalled.recollection.empty else recalled.recollection.render(),
     )
     provider, model, request = decision_request(config, inputs, mcp_offer, env)

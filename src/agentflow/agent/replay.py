@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentflow.agent.decision import context_inputs, decision_request
 from agentflow.agent.env import AgentEnv
-from agentflow.agent.loop import decision_request
-from agentflow.core.agent_context import TOOL_KIND, ContextInputs, HistoryStep
-from agentflow.core.agent_state import allowed_tools
+from agentflow.core.agent_context import TOOL_KIND, HistoryStep
 from agentflow.core.definitions import AgentConfig
 from agentflow.core.evals import Comparison, calls_of, usd_of
 from agentflow.core.records import RunRecord
@@ -33,19 +32,15 @@ async def replay_run(config: AgentConfig, run: RunRecord, env: AgentEnv) -> list
     found: list[Comparison] = []
     for n, decision in enumerate(recorded):
         before = [s for s in history if s.seq < decision.seq]
-        inputs = ContextInputs(
-            workflow=config.name,
-            prompt=config.prompt,
-            account=account,
-            trigger=run.trigger,
-            payload=run.input,
+        inputs = context_inputs(
+            config,
+            run,
+            account,
             steps=before,
             tasks=await replays.tasks_before(pool, workspace, run.id, decision.started_at),
             events=await replays.events_seen(pool, workspace, run.id, decision.seq),
             plan=plan_before(before),
-            tools=allowed_tools(config),
             now=decision.started_at,
-            limits=config.context,
         )
         provider, model, request = decision_request(config, inputs, (), env)
         calls: tuple[tuple[str, Any], ...] = ()

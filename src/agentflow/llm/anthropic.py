@@ -36,7 +36,7 @@ from agentflow.llm.http_failures import (
     error_for_timeout,
 )
 from agentflow.llm.httpx_bridge import bridged_client
-from agentflow.llm.retrying import call_with_retries, retry_after_seconds
+from agentflow.llm.retrying import RetryingVendor, retry_after_seconds
 from agentflow.llm.streaming import TextSink
 
 VENDOR = Vendor(
@@ -47,7 +47,7 @@ VENDOR = Vendor(
 DEFAULT_MAX_TOKENS = 4096
 
 
-class AnthropicProvider:
+class AnthropicProvider(RetryingVendor):
     """Claude through the Messages API.
 
     Args:
@@ -93,12 +93,7 @@ class AnthropicProvider:
         Raises:
             ModelError: every failure.
         """
-        return await call_with_retries(
-            lambda: self._request_once(request),
-            max_retries=self._max_retries,
-            translate=lambda exc: self._translate(exc, request.model),
-            provider=self.name,
-        )
+        return await self._retrying(lambda: self._request_once(request), request.model)
 
     async def stream(self, request: ModelRequest, sink: TextSink) -> ModelResponse:
         """As ``request``, streaming the answer's text to ``sink`` as it comes (an attempt
@@ -107,12 +102,7 @@ class AnthropicProvider:
         Raises:
             ModelError: every failure.
         """
-        return await call_with_retries(
-            lambda: self._stream_once(request, sink),
-            max_retries=self._max_retries,
-            translate=lambda exc: self._translate(exc, request.model),
-            provider=self.name,
-        )
+        return await self._retrying(lambda: self._stream_once(request, sink), request.model)
 
     async def aclose(self) -> None:
         """Close the SDK's connections (a client passed in stays open: its owner closes it)."""

@@ -32,7 +32,7 @@ from agentflow.llm.http_failures import (
     error_for_status,
     error_for_timeout,
 )
-from agentflow.llm.retrying import call_with_retries, retry_after_seconds
+from agentflow.llm.retrying import RetryingVendor, retry_after_seconds
 from agentflow.llm.streaming import TextSink
 
 VENDOR = Vendor("gemini", "AGENTFLOW_GEMINI_API_KEY or GEMINI_API_KEY", "AGENTFLOW_GEMINI_BASE_URL")
@@ -43,7 +43,7 @@ _TIMEOUTS = (httpx.TimeoutException, httpx2.TimeoutException)
 _TRANSPORT_ERRORS = (httpx.TransportError, httpx2.TransportError)
 
 
-class GeminiProvider:
+class GeminiProvider(RetryingVendor):
     """Gemini through ``generateContent``.
 
     Args:
@@ -88,12 +88,7 @@ class GeminiProvider:
         Raises:
             ModelError: every failure.
         """
-        return await call_with_retries(
-            lambda: self._request_once(request),
-            max_retries=self._max_retries,
-            translate=lambda exc: self._translate(exc, request.model),
-            provider=self.name,
-        )
+        return await self._retrying(lambda: self._request_once(request), request.model)
 
     async def stream(self, request: ModelRequest, sink: TextSink) -> ModelResponse:
         """As ``request``, streaming the answer's text to ``sink`` as it comes
@@ -102,12 +97,7 @@ class GeminiProvider:
         Raises:
             ModelError: every failure.
         """
-        return await call_with_retries(
-            lambda: self._stream_once(request, sink),
-            max_retries=self._max_retries,
-            translate=lambda exc: self._translate(exc, request.model),
-            provider=self.name,
-        )
+        return await self._retrying(lambda: self._stream_once(request, sink), request.model)
 
     async def embed(self, texts: list[str], model: str | None = None) -> list[list[float]]:
         """One embedding vector per text (default model ``gemini-embedding-001``).
@@ -121,12 +111,7 @@ class GeminiProvider:
             result = await self._client.aio.models.embed_content(model=chosen, contents=list(texts))
             return [list(e.values or ()) for e in result.embeddings or ()]
 
-        return await call_with_retries(
-            embed_once,
-            max_retries=self._max_retries,
-            translate=lambda exc: self._translate(exc, chosen),
-            provider=self.name,
-        )
+        return await self._retrying(embed_once, chosen)
 
     async def aclose(self) -> None:
         """Close the SDK's own connections (a client passed in stays open: its owner closes it)."""

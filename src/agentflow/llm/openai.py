@@ -36,7 +36,7 @@ from agentflow.llm.http_failures import (
 )
 from agentflow.llm.httpx_bridge import bridged_client
 from agentflow.llm.openai_stream import StreamedAnswer
-from agentflow.llm.retrying import call_with_retries, retry_after_seconds
+from agentflow.llm.retrying import RetryingVendor, retry_after_seconds
 from agentflow.llm.streaming import TextSink
 from agentflow.llm.usage_estimate import estimate_usage
 
@@ -47,7 +47,7 @@ DEFAULT_EMBEDDING_MODEL = "text-embedding-3-small"
 _NO_KEY_NEEDED = "not-needed"
 
 
-class OpenAIProvider:
+class OpenAIProvider(RetryingVendor):
     """Chat completions through the ``openai`` SDK.
 
     Args:
@@ -100,12 +100,7 @@ class OpenAIProvider:
         Raises:
             ModelError: every failure.
         """
-        return await call_with_retries(
-            lambda: self._request_once(request),
-            max_retries=self._max_retries,
-            translate=lambda exc: self._translate(exc, request.model),
-            provider=self.name,
-        )
+        return await self._retrying(lambda: self._request_once(request), request.model)
 
     async def embed(self, texts: list[str], model: str | None = None) -> list[list[float]]:
         """One embedding vector per text (default model ``text-embedding-3-small``).
@@ -120,12 +115,7 @@ class OpenAIProvider:
             ordered = sorted(result.data, key=lambda item: item.index)
             return [list(item.embedding) for item in ordered]
 
-        return await call_with_retries(
-            embed_once,
-            max_retries=self._max_retries,
-            translate=lambda exc: self._translate(exc, chosen),
-            provider=self.name,
-        )
+        return await self._retrying(embed_once, chosen)
 
     async def aclose(self) -> None:
         """Close the SDK's connections (a client passed in stays open: its owner closes it)."""
@@ -142,12 +132,7 @@ class OpenAIProvider:
         Raises:
             ModelError: every failure.
         """
-        return await call_with_retries(
-            lambda: self._stream_once(request, sink),
-            max_retries=self._max_retries,
-            translate=lambda exc: self._translate(exc, request.model),
-            provider=self.name,
-        )
+        return await self._retrying(lambda: self._stream_once(request, sink), request.model)
 
     async def _stream_once(self, request: ModelRequest, sink: TextSink) -> ModelResponse:
         sink.restart()

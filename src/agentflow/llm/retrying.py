@@ -8,6 +8,7 @@ timeouts. Everything else is raised at once for the caller (the step's retry pol
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import email.utils
 import logging
@@ -117,3 +118,24 @@ def _delay_before_retry(error: ModelError, failures: int) -> float | None:
     if error.retry_after is not None:
         return error.retry_after if error.retry_after <= MAX_HONOURED_WAIT else None
     return _BACKOFF.delay_after(failures, random.random)
+
+
+class RetryingVendor(abc.ABC):
+    """A vendor adapter whose every call goes through ``call_with_retries`` with its own
+    translation of the SDK's exceptions."""
+
+    name: str
+    _max_retries: int
+
+    @abc.abstractmethod
+    def _translate(self, exc: Exception, model: str) -> ModelError | None:
+        """The ``ModelError`` for an SDK exception (None: not the vendor's failure)."""
+
+    async def _retrying(self, attempt: Callable[[], Awaitable[T]], model: str) -> T:
+        """``attempt`` (one call about ``model``), retried as ``call_with_retries`` does."""
+        return await call_with_retries(
+            attempt,
+            max_retries=self._max_retries,
+            translate=lambda exc: self._translate(exc, model),
+            provider=self.name,
+        )
