@@ -28,6 +28,7 @@ from agentflow.core.sealing import SealBroken, seal, unseal_any
 from agentflow.integrations import oauth2
 from agentflow.integrations.guarded_http import guarded_client
 from agentflow.store import credentials as store
+from agentflow.store import references
 from agentflow.store.database import Database
 
 
@@ -120,12 +121,27 @@ class Credentials:
         """The workspace's credentials by name (never their secrets)."""
         return await store.list_all(self.db.pool, workspace_id)
 
-    async def delete(self, name: str, *, workspace_id: UUID = DEFAULT_WORKSPACE) -> CredentialRecord:
+    async def delete(
+        self, name: str, *, force: bool = False, workspace_id: UUID = DEFAULT_WORKSPACE
+    ) -> CredentialRecord:
         """Delete a credential; steps that name it then fail with ``credential_not_found``.
+
+        Args:
+            force: delete it even though published workflows use it.
 
         Raises:
             NotFoundError: ``credential_not_found``.
+            ConflictError: ``resource_in_use`` (the workflows that use it are listed).
         """
+        if await store.get(self.db.pool, workspace_id, name) is None:
+            raise _not_found(name)
+        await references.refuse_if_used(
+            self.db.pool,
+            workspace_id,
+            [f"credential:{name}"],
+            doing=f"delete credential {name!r}",
+            force=force,
+        )
         found = await store.delete(self.db.pool, workspace_id, name)
         if found is None:
             raise _not_found(name)

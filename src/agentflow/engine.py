@@ -30,6 +30,7 @@ from agentflow.core.ids import DEFAULT_WORKSPACE as DEFAULT_WORKSPACE
 from agentflow.core.ids import as_uuid
 from agentflow.core.lifecycle import RUN_CANCELED
 from agentflow.core.records import RunRecord, StepRecord, VersionRecord, WorkflowRecord
+from agentflow.core.references import references_of
 from agentflow.core.run_filters import RunFilter
 from agentflow.core.tools import ToolRegistry
 from agentflow.credentials import Credentials
@@ -45,6 +46,7 @@ from agentflow.nodes.workflow_access import refuse_unknown_children
 from agentflow.oauth2_consents import Consents
 from agentflow.people import Directory
 from agentflow.reports import Reports
+from agentflow.resources import Resources
 from agentflow.run_starts import RunStarter
 from agentflow.run_streams import RunStreams
 from agentflow.runtime import metrics, tracing
@@ -89,6 +91,7 @@ class Engine:
         self.knowledge = KnowledgeBase(db)
         self.accounts = AccountBook(db)
         self.people = Directory(db)
+        self.resources = Resources(db)
         self.memory = Memories(db)
         self.streams = RunStreams(db)
         self.reports = Reports(db)
@@ -173,7 +176,7 @@ class Engine:
         return await workflows.publish(
             self.db.pool, workspace_id, name=parsed.name, kind=parsed.kind, document=document,
             digest=content_hash(document), draft=draft, enabled=enabled,
-            scheduled=parsed.schedule is not None,
+            scheduled=parsed.schedule is not None, refs=references_of(parsed),
         )  # fmt: skip
 
     def sealing_keys(self) -> tuple[bytes, tuple[bytes, ...]]:
@@ -201,9 +204,11 @@ class Engine:
             raise NotFoundError("workflow_not_found", f"no workflow {ref!s} in this workspace")
         return found
 
-    async def list_workflows(self, *, workspace_id: UUID = DEFAULT_WORKSPACE) -> list[WorkflowRecord]:
-        """Every workflow in the workspace."""
-        return await workflows.list_all(self.db.pool, workspace_id)
+    async def list_workflows(
+        self, *, archived: bool | None = False, workspace_id: UUID = DEFAULT_WORKSPACE
+    ) -> list[WorkflowRecord]:
+        """The workspace's workflows: not archived (the default), archived (True) or all (None)."""
+        return await workflows.list_all(self.db.pool, workspace_id, archived)
 
     async def get_version(
         self, ref: UUID | str, version: int | None = None, *, workspace_id: UUID = DEFAULT_WORKSPACE
@@ -218,15 +223,20 @@ class Engine:
 
     async def set_flags(
         self, ref: UUID | str, *, draft: bool | None = None, enabled: bool | None = None,
-        workspace_id: UUID = DEFAULT_WORKSPACE,
+        archived: bool | None = None, force: bool = False, workspace_id: UUID = DEFAULT_WORKSPACE,
     ) -> WorkflowRecord:  # fmt: skip
-        """Change a workflow's draft/enabled flags."""
+        """Change a workflow's draft/enabled/archived flags; see ``Resources.set_flags``."""
         workflow = await self.get_workflow(ref, workspace_id=workspace_id)
-        updated = await workflows.set_flags(
-            self.db.pool, workspace_id, workflow.id, draft=draft, enabled=enabled
+        return await self.resources.set_flags(
+            workflow, draft=draft, enabled=enabled, archived=archived, force=force
         )
-        assert updated is not None
-        return updated
+
+    async def delete_workflow(
+        self, ref: UUID | str, *, force: bool = False, workspace_id: UUID = DEFAULT_WORKSPACE
+    ) -> None:
+        """Delete a workflow and everything of it; see ``Resources.delete_workflow``."""
+        workflow = await self.get_workflow(ref, workspace_id=workspace_id)
+        await self.resources.delete_workflow(workflow, force=force)
 
     # Runs ------------------------------------------------------------------------------
 

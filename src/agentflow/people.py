@@ -16,7 +16,7 @@ from uuid import UUID
 from agentflow.core.errors import NotFoundError
 from agentflow.core.ids import DEFAULT_WORKSPACE
 from agentflow.core.people import Person, check_person
-from agentflow.store import people
+from agentflow.store import people, references
 from agentflow.store.database import Database
 
 
@@ -52,11 +52,25 @@ class Directory:
         """Everyone (who holds ``role``, when given), by handle."""
         return await people.list_people(self.db.pool, workspace_id, role)
 
-    async def delete(self, handle: str, *, workspace_id: UUID = DEFAULT_WORKSPACE) -> None:
+    async def delete(
+        self, handle: str, *, force: bool = False, workspace_id: UUID = DEFAULT_WORKSPACE
+    ) -> None:
         """Remove a person (their past answers stay as they were).
+
+        Args:
+            force: remove them even though published workflows name them as an assignee.
 
         Raises:
             NotFoundError: ``person_not_found``.
+            ConflictError: ``resource_in_use`` (the workflows that name them are listed).
         """
+        if await people.get(self.db.pool, workspace_id, handle) is not None:
+            await references.refuse_if_used(
+                self.db.pool,
+                workspace_id,
+                [f"person:{handle}"],
+                doing=f"remove person {handle!r}",
+                force=force,
+            )
         if not await people.delete(self.db.pool, workspace_id, handle):
             raise NotFoundError("person_not_found", f"no person {handle[:80]!r} in this workspace")

@@ -15,8 +15,11 @@ from tests.support.db import DatabaseServer, with_database
 # guarantees (G3 one active run per key, G5 one checkpoint per step, the claim index).
 DECLARED_COLUMNS = {
     "workspaces": {"id", "name", "created_at", "run_retention_days"},
-    "workflows": {"workspace_id", "id", "name", "kind", "latest_version", "draft", "enabled", "created_at", "updated_at"},
-    "workflow_versions": {"workspace_id", "workflow_id", "version", "config", "content_hash", "created_at"},
+    "workflows": {
+        "workspace_id", "id", "name", "kind", "latest_version", "draft", "enabled", "created_at", "updated_at",
+        "archived_at",
+    },
+    "workflow_versions": {"workspace_id", "workflow_id", "version", "config", "content_hash", "created_at", "refs"},
     "runs": {
         "workspace_id", "id", "workflow_id", "workflow_version", "status", "status_reason", "active",
         "enrollment_key", "input", "state", "output", "error", "step_seq", "attempt", "rescues", "due_at",
@@ -111,6 +114,8 @@ DECLARED_INDEXES = {
     "requests_due": "WHERE ((status = 'pending'::text) AND (node_id IS NOT NULL))",
     "dispatch_misses_by_workflow": "USING gin (workflow_ids)",
     "runs_finished": "(workspace_id, COALESCE(completed_at, canceled_at, created_at)) WHERE",
+    "workflow_versions_refs": "USING gin (refs)",
+    "workflow_versions_refs_missing": "(workspace_id) WHERE (refs IS NULL)",
 }
 
 
@@ -167,6 +172,12 @@ async def test_upgrade_is_idempotent_and_versions_are_immutable(empty_db: asyncp
     )
     with pytest.raises(asyncpg.RaiseError, match="immutable"):
         await empty_db.execute("UPDATE workflow_versions SET config = '{\"x\": 1}'")
+    # The one change allowed: recording the references of a version that has none yet, alone.
+    with pytest.raises(asyncpg.RaiseError, match="immutable"):
+        await empty_db.execute("UPDATE workflow_versions SET refs = '{tool:x}', content_hash = 'g'")
+    await empty_db.execute("UPDATE workflow_versions SET refs = '{tool:x}'")
+    with pytest.raises(asyncpg.RaiseError, match="immutable"):
+        await empty_db.execute("UPDATE workflow_versions SET refs = '{tool:y}'")
 
 
 async def test_tampered_or_unknown_migrations_are_refused(empty_db: asyncpg.Connection) -> None:

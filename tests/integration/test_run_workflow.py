@@ -180,7 +180,7 @@ async def test_a_child_made_a_draft_or_given_a_bad_input_is_a_step_error_with_it
     }
     for name, (node, _) in cases.items():
         await engine.publish_workflow(caller(name, **node))
-    await engine.set_flags("drafty", draft=True)  # after the callers were published
+    await engine.set_flags("drafty", draft=True, force=True)  # forced: the callers (published first) use it
     for name, (_, code) in cases.items():
         done = await engine.wait_for_run((await engine.start_run(name, {"n": 1})).id, timeout=30)
         assert done.status == "failed" and done.error is not None, name

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentflow.api.deps import EngineDep, WorkspaceDep
@@ -181,10 +181,21 @@ async def put_credential(
     return _shown(record)
 
 
-@router.delete("/{name}", response_model=Credential, summary="Delete a credential")
-async def delete_credential(name: str, engine: EngineDep, workspace: WorkspaceDep) -> Credential:
-    """Delete a credential; steps that name it then fail with ``credential_not_found``."""
-    return _shown(await engine.credentials.delete(_name(name), workspace_id=workspace))
+@router.delete(
+    "/{name}",
+    response_model=Credential,
+    summary="Delete a credential",
+    responses=conflict("`resource_in_use` (workflows use it; see `force`)"),
+)
+async def delete_credential(
+    name: str,
+    engine: EngineDep,
+    workspace: WorkspaceDep,
+    force: Annotated[bool, Query(description="Delete it even though workflows use it.")] = False,
+) -> Credential:
+    """Delete a credential; steps that name it then fail with ``credential_not_found``. While
+    published workflows use it, 409 ``resource_in_use`` lists them, unless ``force=true``."""
+    return _shown(await engine.credentials.delete(_name(name), force=force, workspace_id=workspace))
 
 
 @router.post(

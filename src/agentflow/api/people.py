@@ -11,7 +11,7 @@ from fastapi import APIRouter, Body, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentflow.api.deps import EngineDep, WorkspaceDep
-from agentflow.api.schemas import ERROR_RESPONSES
+from agentflow.api.schemas import ERROR_RESPONSES, conflict
 from agentflow.core.people import MAX_ROLES, ROLE
 
 router = APIRouter(prefix="/api/people", tags=["requests"], responses={**ERROR_RESPONSES})
@@ -88,8 +88,19 @@ async def set_person(
     return Person.model_validate(await engine.people.set(handle, fields, workspace_id=workspace))
 
 
-@router.delete("/{handle}", status_code=204, summary="Remove a person")
-async def delete_person(handle: str, engine: EngineDep, workspace: WorkspaceDep) -> Response:
-    """Remove a person (their past answers stay); 404 ``person_not_found``."""
-    await engine.people.delete(handle, workspace_id=workspace)
+@router.delete(
+    "/{handle}",
+    status_code=204,
+    summary="Remove a person",
+    responses=conflict("`resource_in_use` (workflows name them as an assignee; see `force`)"),
+)
+async def delete_person(
+    handle: str,
+    engine: EngineDep,
+    workspace: WorkspaceDep,
+    force: Annotated[bool, Query(description="Remove them even though workflows name them.")] = False,
+) -> Response:
+    """Remove a person (their past answers stay); 404 ``person_not_found``; 409
+    ``resource_in_use`` while published workflows name them as an assignee, unless ``force=true``."""
+    await engine.people.delete(handle, force=force, workspace_id=workspace)
     return Response(status_code=204)

@@ -46,6 +46,7 @@ class Workflow(_Out):
     enabled: bool
     created_at: datetime
     updated_at: datetime
+    archived_at: datetime | None = Field(default=None, description="When it was archived (null: it is not).")
 
 
 class WorkflowDetail(Workflow):

@@ -24,7 +24,7 @@ from agentflow.api.schemas import (
     conflict,
 )
 from agentflow.core.config_diff import diff_configs, unified_yaml
-from agentflow.core.errors import NotFoundError
+from agentflow.core.errors import ConfigError, NotFoundError
 from agentflow.store import workflows
 from agentflow.store.workflows import Published as PublishedRecord
 
@@ -41,10 +41,75 @@ _CONFIG_EXAMPLE = {
 
 
 @router.get("", response_model=WorkflowList, summary="List workflows")
-async def list_workflows(engine: EngineDep, workspace: WorkspaceDep) -> WorkflowList:
-    """Every workflow of the workspace, by name."""
-    records = await engine.list_workflows(workspace_id=workspace)
+async def list_workflows(
+    engine: EngineDep,
+    workspace: WorkspaceDep,
+    archived: Annotated[bool, Query(description="List the archived workflows instead.")] = False,
+) -> WorkflowList:
+    """The workspace's workflows that are not archived (or, with ``archived=true``, those that
+    are), by name."""
+    records = await engine.list_workflows(archived=archived, workspace_id=workspace)
     return WorkflowList(workflows=[Workflow.model_validate(r) for r in records])
+
+
+class FlagsChange(BaseModel):
+    """The flags to change (at least one)."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"minProperties": 1})
+
+    enabled: bool | None = Field(default=None, description="Whether triggers and schedules start it.")
+    draft: bool | None = Field(default=None, description="A draft is started by nothing but a person.")
+    archived: bool | None = Field(
+        default=None,
+        description="Archive (disabled, out of the default list, started by nothing) or unarchive"
+        " (it stays disabled until enabled).",
+    )
+
+
+_FORCE = Query(description="Do it even though other workflows use this one (they are listed in the 409).")
+
+
+@router.patch(
+    "/{workflow_id}",
+    response_model=Workflow,
+    summary="Enable, disable, archive or unarchive a workflow",
+    responses=conflict("`resource_in_use` (other workflows start it; see `force`), `workflow_archived`"),
+)
+async def change_flags(
+    workflow_id: str,
+    body: Annotated[FlagsChange, Body()],
+    engine: EngineDep,
+    workspace: WorkspaceDep,
+    force: Annotated[bool, _FORCE] = False,
+) -> Workflow:
+    """Change a workflow's flags. Disabling, drafting or archiving a workflow that the latest
+    version of another (or an active run) starts is refused with 409 ``resource_in_use`` and
+    the list, unless ``force=true``; enabling an archived one needs ``archived: false`` too."""
+    if not body.model_fields_set:
+        raise ConfigError(
+            "nothing_to_change", "the body names no flag", solution="Send enabled, draft or archived."
+        )
+    changed = await engine.set_flags(
+        workflow_ref(workflow_id), draft=body.draft, enabled=body.enabled, archived=body.archived,
+        force=force, workspace_id=workspace,
+    )  # fmt: skip
+    return Workflow.model_validate(changed)
+
+
+@router.delete(
+    "/{workflow_id}",
+    status_code=204,
+    summary="Delete a workflow",
+    responses=conflict("`workflow_has_active_runs`, `resource_in_use` (see `force`)"),
+)
+async def delete_workflow(
+    workflow_id: str, engine: EngineDep, workspace: WorkspaceDep, force: Annotated[bool, _FORCE] = False
+) -> Response:
+    """Delete a workflow with its versions, finished runs and their steps, triggers and
+    schedules. Refused (409) while a run of it is active, and while other workflows start it
+    unless ``force=true`` (their steps then fail ``child_workflow_not_found``)."""
+    await engine.delete_workflow(workflow_ref(workflow_id), force=force, workspace_id=workspace)
+    return Response(status_code=204)
 
 
 @router.post(

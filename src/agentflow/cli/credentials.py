@@ -77,11 +77,15 @@ def set_(
 
 
 @app.command("delete")
-def delete(name: str = typer.Argument(..., help="The credential's name.")) -> None:
-    """Delete a credential; steps that name it then fail with credential_not_found."""
+def delete(
+    name: str = typer.Argument(..., help="The credential's name."),
+    force: bool = typer.Option(False, "--force", help="Even though published workflows use it."),
+) -> None:
+    """Delete a credential; steps that name it then fail with credential_not_found. Refused
+    while published workflows use it (they are named), unless --force."""
 
     async def go(engine: Engine) -> None:
-        record = await engine.credentials.delete(name)
+        record = await engine.credentials.delete(name, force=force)
         console.print(f"deleted credential {record.name} ({record.kind})")
 
     run_with_engine(go)

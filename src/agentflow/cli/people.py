@@ -44,11 +44,15 @@ def list_(
 
 
 @app.command("delete")
-def delete(handle: str = typer.Argument(..., help="Their handle.")) -> None:
-    """Remove a person (their past answers stay)."""
+def delete(
+    handle: str = typer.Argument(..., help="Their handle."),
+    force: bool = typer.Option(False, "--force", help="Even though published workflows name them."),
+) -> None:
+    """Remove a person (their past answers stay). Refused while published workflows name them
+    as an assignee (they are named), unless --force."""
 
     async def go(engine: Engine) -> None:
-        await engine.people.delete(handle)
+        await engine.people.delete(handle, force=force)
         console.print(f"person {handle} removed")
 
     run_with_engine(go)

@@ -127,7 +127,7 @@ def list_(
         if loop_of is not None:
             found.append(("loop_of", str(await resolve_run_id(engine, loop_of))))
         runs = await engine.search_runs(parse_run_filter(found))
-        names = {w.id: w.name for w in await engine.list_workflows()}
+        names = {w.id: w.name for w in await engine.list_workflows(archived=None)}
         console.print(runs_table(runs, names))
 
     run_with_engine(go)

@@ -10,6 +10,7 @@ execution. A new node kind registers its spec here (``register_node_spec``) and 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -95,6 +96,9 @@ class NodeSpec(BaseModel):
     uses it itself; an attached node is no step of the graph's own sequence."""
     attached_only: ClassVar[bool] = False
     """True: the kind works only attached to an agent (a ``memory`` node), never in the graph."""
+    reference_fields: ClassVar[Mapping[str, str]] = {}
+    """Fields that name a workspace resource (a name or a list of names), by the resource's
+    kind: ``{"credential": "credential"}``. A published version records them (``references``)."""
 
     id: str = Field(pattern=NODE_ID_PATTERN)
     type: str
@@ -112,6 +116,17 @@ class NodeSpec(BaseModel):
     def output_ports(self) -> tuple[str, ...]:
         """This node's output ports (a kind may derive them from its config)."""
         return self.port_names
+
+    def references(self) -> set[str]:
+        """The workspace resources this node uses, as ``kind:name`` (a template's value is known
+        only when the step runs: none is recorded)."""
+        found: set[str] = set()
+        for field, kind in self.reference_fields.items():
+            value = getattr(self, field)
+            for name in value if isinstance(value, list) else [value]:
+                if isinstance(name, str) and name and "{{" not in name:
+                    found.add(f"{kind}:{name}")
+        return found
 
     def attached_ids(self) -> tuple[str, ...]:
         """The ids of the nodes attached to this one (an agent's ``attach``; others none)."""
@@ -175,6 +190,7 @@ class ToolNode(AgentToolFields, NodeSpec):
     """Call a registered Python tool with templated arguments; its return value is the output."""
 
     title: ClassVar[str] = "Tool"
+    reference_fields: ClassVar[Mapping[str, str]] = {"tool": "tool"}
     type: Literal["tool"] = "tool"
     tool: str = Field(min_length=1, max_length=200, description="A registered tool's name.")
     args: dict[str, Any] = Field(

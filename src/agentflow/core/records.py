@@ -32,6 +32,7 @@ class WorkflowRecord(_FromRow):
     enabled: bool
     created_at: datetime
     updated_at: datetime
+    archived_at: datetime | None = None  # archived: disabled, out of the default list, started by nothing
 
 
 @dataclass(frozen=True)

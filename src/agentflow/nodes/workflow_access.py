@@ -60,6 +60,13 @@ class WorkflowAccess:
                 details={"node": node, "workflow": name},
                 solution="Create and publish that workflow, or fix the node's 'workflow'.",
             )
+        if found.archived_at is not None:
+            raise StepFailure(
+                "child_workflow_archived",
+                f"run_workflow {node!r}: workflow {name!r} is archived",
+                details={"node": node, "workflow": name},
+                solution="Unarchive the workflow, or change the node to run another.",
+            )
         if found.draft:
             raise StepFailure(
                 "child_workflow_draft",

@@ -35,6 +35,7 @@ WITH ins AS (
     SELECT $1, $2, $3, $4, 'created', $5, $6, $7, $8, now(), $9, $10, $13
     FROM workflows w
     WHERE w.workspace_id = $1 AND w.id = $3 AND ($11 IS NOT TRUE OR w.latest_version = $4)
+      AND w.archived_at IS NULL
       AND ($12::text IS NULL OR w.name = $12)
     ON CONFLICT (workspace_id, workflow_id, start_key) WHERE start_key IS NOT NULL DO NOTHING
     RETURNING *

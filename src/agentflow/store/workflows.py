@@ -41,6 +41,7 @@ async def publish(
     draft: bool | None,
     enabled: bool | None,
     scheduled: bool = False,
+    refs: list[str] | None = None,
 ) -> Published:
     """Store ``document`` as a new version of workflow ``name`` unless it is unchanged."""
     async with pool.acquire() as conn, conn.transaction():
@@ -71,12 +72,12 @@ async def publish(
         else:
             await conn.execute(
                 "INSERT INTO workflow_versions (workspace_id, workflow_id, version, config,"
-                " content_hash) VALUES ($1, $2, $3, $4, $5)",
-                workspace_id, row["id"], version, document, digest,
+                " content_hash, refs) VALUES ($1, $2, $3, $4, $5, $6)",
+                workspace_id, row["id"], version, document, digest, refs,
             )  # fmt: skip
         wf_row = await conn.fetchrow(
             "UPDATE workflows SET latest_version = $3, draft = coalesce($4, draft),"
-            " enabled = coalesce($5, enabled), updated_at = now()"
+            " enabled = coalesce($5, enabled) AND archived_at IS NULL, updated_at = now()"
             " WHERE workspace_id = $1 AND id = $2 RETURNING *",
             workspace_id, row["id"], version, draft, enabled,
         )  # fmt: skip
@@ -105,9 +106,17 @@ async def get_by_name(pool: asyncpg.Pool, workspace_id: UUID, name: str) -> Work
     return WorkflowRecord.from_row(row) if row else None
 
 
-async def list_all(pool: asyncpg.Pool, workspace_id: UUID) -> list[WorkflowRecord]:
-    """Every workflow in the workspace, by name."""
-    rows = await pool.fetch("SELECT * FROM workflows WHERE workspace_id = $1 ORDER BY name", workspace_id)
+async def list_all(
+    pool: asyncpg.Pool, workspace_id: UUID, archived: bool | None = False
+) -> list[WorkflowRecord]:
+    """The workspace's workflows by name: those not archived (``archived`` False), only the
+    archived ones (True), or all (None)."""
+    rows = await pool.fetch(
+        "SELECT * FROM workflows WHERE workspace_id = $1"
+        " AND ($2::boolean IS NULL OR (archived_at IS NOT NULL) = $2) ORDER BY name",
+        workspace_id,
+        archived,
+    )
     return [WorkflowRecord.from_row(r) for r in rows]
 
 
@@ -137,10 +146,15 @@ async def get_version(
 async def resolve_version(
     pool: asyncpg.Pool, workspace_id: UUID, *, workflow_id: UUID | None, name: str | None, version: int | None
 ) -> VersionRecord | None:
-    """A version of the workflow with this id (else this name): ``version``, or the latest."""
+    """A version of the workflow with this id (else this name): ``version``, or the latest.
+
+    Raises:
+        ConflictError: ``workflow_archived`` (nothing starts an archived workflow).
+    """
     row = await pool.fetchrow(
-        "SELECT v.* FROM workflows w JOIN workflow_versions v ON v.workspace_id = w.workspace_id"
-        " AND v.workflow_id = w.id AND v.version = coalesce($4, w.latest_version)"
+        "SELECT v.*, w.name, w.archived_at FROM workflows w JOIN workflow_versions v"
+        " ON v.workspace_id = w.workspace_id AND v.workflow_id = w.id"
+        " AND v.version = coalesce($4, w.latest_version)"
         " WHERE w.workspace_id = $1 AND (w.id = $2 OR w.name = $3)"
         " ORDER BY (w.id = $2) IS TRUE DESC LIMIT 1",
         workspace_id,
@@ -148,7 +162,18 @@ async def resolve_version(
         name,
         version,
     )
+    if row is not None and row["archived_at"] is not None:
+        raise archived(row["name"])
     return VersionRecord.from_row(row) if row else None
+
+
+def archived(name: str) -> ConflictError:
+    """The error for starting an archived workflow."""
+    return ConflictError(
+        "workflow_archived",
+        f"workflow {name!r} is archived: nothing starts it",
+        solution="Unarchive it first (PATCH /api/ai/workflows/{id} with archived: false).",
+    )
 
 
 async def set_flags(
@@ -158,17 +183,57 @@ async def set_flags(
     *,
     draft: bool | None,
     enabled: bool | None,
+    archived: bool | None = None,
 ) -> WorkflowRecord | None:
-    """Change the draft and enabled flags (None leaves a flag as it is)."""
+    """Change the draft, enabled and archived flags (None leaves a flag as it is). Archiving
+    disables; an archived workflow stays disabled until it is unarchived."""
     row = await pool.fetchrow(
-        "UPDATE workflows SET draft = coalesce($3, draft), enabled = coalesce($4, enabled),"
+        "UPDATE workflows SET draft = coalesce($3, draft),"
+        " archived_at = CASE WHEN $5 THEN coalesce(archived_at, now()) WHEN NOT $5 THEN NULL"
+        "  ELSE archived_at END,"
+        " enabled = CASE WHEN $5 THEN false ELSE coalesce($4, enabled) END,"
         " updated_at = now() WHERE workspace_id = $1 AND id = $2 RETURNING *",
         workspace_id,
         workflow_id,
         draft,
         enabled,
+        archived,
     )
     return WorkflowRecord.from_row(row) if row else None
+
+
+async def delete(pool: asyncpg.Pool, workspace_id: UUID, workflow_id: UUID) -> bool:
+    """Delete a workflow with its versions, runs, triggers and schedules, unless a run of it is
+    active (then nothing is deleted).
+
+    Raises:
+        ConflictError: ``workflow_has_active_runs``.
+    """
+    async with pool.acquire() as conn, conn.transaction():
+        locked = await conn.fetchval(
+            "SELECT name FROM workflows WHERE workspace_id = $1 AND id = $2 FOR UPDATE",
+            workspace_id,
+            workflow_id,
+        )
+        if locked is None:
+            return False
+        active = await conn.fetchval(
+            "SELECT count(*) FROM runs WHERE workspace_id = $1 AND workflow_id = $2"
+            " AND status IN ('created', 'in_progress', 'waiting', 'suspended')",
+            workspace_id,
+            workflow_id,
+        )
+        if active:
+            raise ConflictError(
+                "workflow_has_active_runs",
+                f"workflow {locked!r} has {active} active run(s): deleting it would lose them",
+                details={"active_runs": int(active)},
+                solution="Cancel its runs or let them end (archive it meanwhile: nothing new starts).",
+            )
+        await conn.execute(
+            "DELETE FROM workflows WHERE workspace_id = $1 AND id = $2", workspace_id, workflow_id
+        )
+    return True
 
 
 async def resolve_live(

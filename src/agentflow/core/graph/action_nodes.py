@@ -16,6 +16,7 @@ workflow can be published before its credentials are stored.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
@@ -109,6 +110,7 @@ class HttpRequestNode(AgentToolFields, NodeSpec):
 
     title: ClassVar[str] = "HTTP request"
     literal_fields: ClassVar[frozenset[str]] = frozenset({"method", "expect", "response", "credential"})
+    reference_fields: ClassVar[Mapping[str, str]] = {"credential": "credential"}
     result_schema: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {

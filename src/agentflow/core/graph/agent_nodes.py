@@ -66,6 +66,7 @@ class AgentNode(NodeSpec):
         }
     )
     result_schema: ClassVar[dict[str, Any]] = RESULT_SCHEMA
+    reference_fields: ClassVar[Mapping[str, str]] = {"tools": "tool"}
     child_poll_seconds: ClassVar[float] = 30.0
     """How often the waiting run looks at the agent even when its end did not wake it."""
 
@@ -110,6 +111,11 @@ class AgentNode(NodeSpec):
         max_length=50,
         description="Ids of attached nodes: a memory, action nodes as tools.",
     )
+
+    def references(self) -> set[str]:
+        """Its tools, and the credentials its MCP servers authenticate with."""
+        servers = self.mcp_servers or ()
+        return {*super().references(), *(f"credential:{s.credential}" for s in servers if s.credential)}
 
     def attached_ids(self) -> tuple[str, ...]:
         """The nodes this agent attaches (``attach``)."""

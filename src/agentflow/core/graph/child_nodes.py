@@ -16,6 +16,7 @@ child neither wakes nor follows its parent.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, JsonValue
@@ -48,6 +49,7 @@ class RunWorkflowNode(NodeSpec):
 
     title: ClassVar[str] = "Run workflow"
     literal_fields: ClassVar[frozenset[str]] = frozenset({"workflow", "version", "wait", "max_depth"})
+    reference_fields: ClassVar[Mapping[str, str]] = {"workflow": "workflow"}
     type: Literal["run_workflow"] = "run_workflow"
     workflow: str = Field(pattern=NAME_PATTERN, description="The name of the workflow to run.")
     version: int | None = Field(default=None, ge=1, description="Its version (default: the latest).")

@@ -11,6 +11,7 @@ at publish against the schema.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, JsonValue, field_validator
@@ -32,6 +33,7 @@ class RunEmployeeNode(NodeSpec):
 
     title: ClassVar[str] = "Assign AI"
     literal_fields: ClassVar[frozenset[str]] = frozenset({"employee", "response_schema", "max_depth"})
+    reference_fields: ClassVar[Mapping[str, str]] = {"employee": "employee"}
 
     type: Literal["run_employee"] = "run_employee"
     employee: str = Field(pattern=NAME_PATTERN, description="The name of an employee workflow.")
@@ -56,6 +58,10 @@ class RunEmployeeNode(NodeSpec):
     @classmethod
     def _schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
         return checked_object_schema(value, "response_schema", " (wrap a list in a property)")
+
+    def references(self) -> set[str]:
+        """The employee, which is a workflow too (disabling or deleting it is checked alike)."""
+        return {*super().references(), f"workflow:{self.employee}"}
 
     def declared_schema(self, port: str) -> dict[str, Any]:
         """The employee's result, with ``data`` shaped by ``response_schema`` when set."""

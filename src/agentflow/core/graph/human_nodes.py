@@ -119,6 +119,15 @@ class UserInputNode(NodeSpec):
                 raise ValueError(f"'{channel}': {problem}")
         return self
 
+    def references(self) -> set[str]:
+        """The assignees that name people (``lee``) or roles (``role:finance``) of the
+        workspace's directory; an email address or a template names none."""
+        return {
+            a if a.startswith("role:") else f"person:{a}"
+            for a in self.assignees
+            if "{{" not in a and "@" not in a
+        }
+
     def output_ports(self) -> tuple[str, ...]:
         """Approvals and reviews: ``approved``/``rejected``; the others ``result``; ``timeout``
         when the timeout continues; ``error``."""
