@@ -236,3 +236,46 @@ nodes:
   - {id: nap, type: wait, duration: 120s, for_event: {topic: nap.over}}
   - {id: end, type: finish, output: rested}
 """
+
+
+@pytest.mark.timeout(120)
+async def test_a_workflow_is_retired_from_its_page_with_who_uses_it_in_view(
+    engine: Engine, browser: Browser
+) -> None:
+    await engine.publish_workflow(
+        {"name": "child", "kind": "structured", "nodes": [{"id": "end", "type": "finish", "output": 1}]}
+    )
+    await engine.publish_workflow(
+        {
+            "name": "caller",
+            "kind": "structured",
+            "nodes": [{"id": "c", "type": "run_workflow", "workflow": "child"}],
+        }
+    )
+    errors: list[str] = []
+    async with serve(create_app(engine)) as base:
+        page = await browser.new_page()
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.on("dialog", lambda dialog: asyncio.ensure_future(dialog.accept()))
+        await page.goto(base + "/#/workflows/child")
+        await expect(page.locator("#used-by")).to_contain_text("caller v1")
+        await expect(page.locator("#workflow-state")).to_have_text("enabled")
+        await page.click("#archive")
+        await expect(page.locator("#lifecycle-result .errors")).to_contain_text("resource_in_use")
+        assert (await engine.get_workflow("child")).archived_at is None  # refused: nothing changed
+        await shot(page, "9-archive-refused")
+        await page.click("#force")
+        await expect(page.locator("#workflow-state")).to_have_text("archived")
+        assert (await engine.get_workflow("child")).archived_at is not None
+        await page.goto(base + "/#/workflows")
+        await expect(page.locator("main")).not_to_contain_text("child")
+        await page.click("#show-archived")
+        await expect(page.locator("main h1")).to_have_text("Archived workflows")
+        await expect(page.locator("main table")).to_contain_text("archived")
+        await page.goto(base + "/#/workflows/caller")
+        await expect(page.locator("#used-by")).to_contain_text("No other workflow")
+        await page.click("#delete")
+        await expect(page).to_have_url(re.compile(r"#/workflows$"))
+        await shot(page, "10-deleted")
+    assert [w.name for w in await engine.list_workflows(archived=None)] == ["child"]
+    assert [e for e in errors if "status of 409" not in e] == [], errors

@@ -1,39 +1,13 @@
 // The agentflow console: one page, hash routes, the public API only (same origin, JSON bodies).
 // Everything the API sends is shown as text (textContent), never parsed as HTML.
 
+import { ApiError, api } from "./api.js";
 import { h } from "./dom.js";
+import { lifecycleSection } from "./lifecycle.js";
 
 const main = document.getElementById("main");
 const ACTIVE = new Set(["created", "in_progress", "waiting", "suspended"]);
 let timer = null; // the live view's refresh
-
-// ---- API ------------------------------------------------------------------------------------
-
-class ApiError extends Error {
-  constructor(status, body) {
-    const error = (body && body.error) || { code: "http_" + status, message: "HTTP " + status };
-    super(error.message);
-    this.status = status;
-    this.code = error.code;
-    this.details = error.details || {};
-  }
-}
-
-async function api(method, path, body) {
-  const headers = { Accept: "application/json" };
-  const key = sessionStorage.getItem("agentflow.key");
-  if (key) headers.Authorization = "Bearer " + key;
-  const init = { method, headers };
-  if (body !== undefined) {
-    headers["Content-Type"] = "application/json";
-    init.body = JSON.stringify(body);
-  }
-  const response = await fetch(path, init);
-  const text = await response.text();
-  const data = text ? JSON.parse(text) : null;
-  if (!response.ok) throw new ApiError(response.status, data);
-  return data;
-}
 
 // ---- DOM ------------------------------------------------------------------------------------
 
@@ -62,20 +36,22 @@ function problems(error) {
 
 // ---- Views ----------------------------------------------------------------------------------
 
-async function workflowsView() {
-  const { workflows } = await api("GET", "/api/ai/workflows");
+async function workflowsView(query) {
+  const archived = new URLSearchParams(query).get("archived") === "true";
+  const { workflows } = await api("GET", "/api/ai/workflows" + (archived ? "?archived=true" : ""));
   const rows = workflows.map((w) =>
     h("tr", {},
       h("td", {}, h("a", { href: "#/workflows/" + encodeURIComponent(w.name) }, w.name)),
       h("td", {}, w.kind), h("td", {}, "v" + w.latest_version),
-      h("td", {}, w.draft ? "draft" : w.enabled ? "enabled" : "disabled"),
+      h("td", {}, w.archived_at ? "archived" : w.draft ? "draft" : w.enabled ? "enabled" : "disabled"),
       h("td", {}, h("a", { href: "#/runs?workflow_id=" + w.id }, "runs"))));
   return [
-    h("h1", {}, "Workflows"),
-    h("div", { class: "row" }, h("a", { href: "#/new" }, "New workflow from YAML")),
+    h("h1", {}, archived ? "Archived workflows" : "Workflows"),
+    h("div", { class: "row" }, h("a", { href: "#/new" }, "New workflow from YAML"), " ",
+      archived ? h("a", { href: "#/workflows" }, "Current workflows") : h("a", { href: "#/workflows?archived=true", id: "show-archived" }, "Archived")),
     workflows.length
       ? h("table", {}, h("thead", {}, h("tr", {}, ["Name", "Kind", "Version", "State", ""].map((t) => h("th", {}, t)))), h("tbody", {}, rows))
-      : h("p", { class: "muted" }, "No workflows yet."),
+      : h("p", { class: "muted" }, archived ? "No archived workflows." : "No workflows yet."),
   ];
 }
 
@@ -154,6 +130,7 @@ async function workflowView(name) {
         h("div", { class: "row" }, h("button", { class: "primary", id: "start", onclick: start }, "Start run")), startResult,
         h("h2", {}, "Recent runs"), runTable(runs))),
     versionsSection(workflow, versions),
+    await lifecycleSection(workflow, { problems, toast, changed: route, deleted: () => (location.hash = "#/workflows") }),
   ];
 }
 
@@ -400,7 +377,7 @@ async function route() {
     else if (parts[0] === "runs" && parts[2]) nodes = await runView(parts[1], parts[2]);
     else if (parts[0] === "runs") nodes = await runsView(query || "");
     else if (parts[0] === "inbox") nodes = await inboxView();
-    else nodes = await workflowsView();
+    else nodes = await workflowsView(query || "");
   } catch (e) {
     if (!(e instanceof ApiError)) throw e;
     nodes = [h("h1", {}, "Something went wrong"), problems(e),
