@@ -169,6 +169,7 @@ async def session(
             worker_lost(r, recorder) for r in rows if (r["error"] or {}).get("code") == "worker_lost"
         ],
         "deaths": deaths,
+        "crashes": supervisor.crashes,  # workers that exited by themselves (a broken worker)
         "orphaned_runs": len(monitor.orphans),
         "never_reclaimed": sum(1 for o in monitor.orphans if o.reclaimed_at is None),
         "reclaim_since_death_p99_s": round(since_death[int(len(since_death) * 0.99)], 3)
@@ -213,7 +214,7 @@ async def test_r11_killed_workers_on_a_busy_machine_fail_no_healthy_run(
     verdict = await session(engine, recorder, log_dir, seed)
     print("VERDICT R11:", json.dumps(verdict, default=str))
     assert sum(verdict["deaths"].values()) >= 4, "the session must kill workers"
-    assert verdict["orphaned_runs"] > 0
+    assert verdict["crashes"] == [] and verdict["orphaned_runs"] > 0, verdict
     # Only a run whose step was cut off by every death counted may fail (R11); with steps
     # of 10-50 ms and a death every second or two, none is expected to be.
     assert not any(uncut(lost) for lost in verdict["worker_lost"]), verdict
@@ -229,6 +230,9 @@ async def test_r11_negative_control_catches_the_naive_claim(
     print(f"\nR11 negative control seed={seed} (rerun with AGENTFLOW_FAULT_SEED={seed})")
     verdict = await session(engine, recorder, log_dir, seed, prelude=SABOTAGE, control=True)
     print("VERDICT R11 negative control:", json.dumps(verdict, default=str))
+    # The sabotaged workers really worked (a worker that cannot start strands nothing, and no
+    # re-claim at all would look late).
+    assert verdict["crashes"] == [] and verdict["orphaned_runs"] > 0, verdict
     assert any(uncut(lost) for lost in verdict["worker_lost"]) or late(verdict), (
         "the naive claim must be caught"
     )

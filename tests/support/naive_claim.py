@@ -63,7 +63,11 @@ async def claim(
     lease_ttl: float,
     max_rescues: int,
     max_unstarted_rescues: int | None = None,
+    *,
+    tell_failed: object = None,
+    tell_canceled: object = None,
 ) -> list[Claimed]:
-    """The naive claim, with the signature of ``agentflow.store.runs.claim``."""
+    """The naive claim, with the signature of ``agentflow.store.runs.claim`` (it tells no
+    lifecycle event: R11 listens to none)."""
     rows = await pool.fetch(_NAIVE_CLAIM, owner, limit, lease_ttl, max_rescues)
     return [Claimed(RunRecord.from_row(r), r["rescued"], r["inbox_seq"]) for r in rows]
