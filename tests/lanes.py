@@ -1,15 +1,18 @@
-"""The whole suite runs in two lanes, so a 2-core machine uses both cores.
+"""The whole suite runs in three lanes: a 2-core machine is kept busy while tests wait on
+PostgreSQL, subprocesses and timers (each lane alone uses about 60% of a core).
 
-A whole-suite run (``pytest`` with no paths) hands the tests under ``LANE_B`` to a second
-pytest process, started as soon as the tests are collected, with its own embedded
-PostgreSQL: the unit tests (no database, pure CPU), the long B1/B2 property tests, the
-CLI's end-to-end tests and a few API tests, none of which depends on timing. This process
-(lane A) runs the rest and the fault tests that only count, then waits for lane B (one test
-item, ``lane B``, that fails with lane B's failures), and only then runs the fault tests
-that judge timing, on a machine the suite no longer loads.
+A whole-suite run (``pytest`` with no paths) hands tests to two more pytest processes, started
+as soon as the tests are collected, each with its own embedded PostgreSQL. Lane B: the unit
+tests (no database, pure CPU), the long B2 property test, the CLI's end-to-end tests and a
+few API tests, none of which depends on timing. Lane C: B1 (schemathesis), and every other
+file of ``tests/integration`` that no lane names (by sorted name), so new files spread over
+lanes A and C by themselves. This process (lane A) runs the rest and the fault tests that
+only count, then waits for lanes B and C (one test item each, ``lane B`` / ``lane C``, that
+fails with that lane's failures), and only then runs the fault tests that judge timing, on a
+machine the suite no longer loads.
 
-Lane B's coverage is written to ``.coverage.lane-b`` (its own ``COVERAGE_FILE``) and
-combined with this process's by pytest-cov; its output is kept in ``.lane-b.log``. Set
+Each child lane's coverage is written to ``.coverage.lane-<x>`` (its own ``COVERAGE_FILE``)
+and combined with this process's by pytest-cov; its output is kept in ``.lane-<x>.log``. Set
 ``AGENTFLOW_TEST_LANES=0`` to run everything in one process; a run of chosen paths, or one
 that selects (``-k``, ``-m``, ``--deselect``) or stops early (``-x``, ``--maxfail``), always does.
 """
@@ -30,7 +33,6 @@ LANE_B = (
     "tests/unit",
     "tests/browser",
     "tests/integration/test_b2_lifecycle.py",
-    "tests/integration/test_schemathesis.py",
     "tests/e2e/test_bench_smoke.py",
     "tests/e2e/test_cli.py",
     "tests/e2e/test_cli_imports.py",
@@ -42,8 +44,12 @@ LANE_B = (
     "tests/integration/test_local_retrieval.py",
     "tests/integration/test_s3_prompt_injection.py",
 )
-"""Paths lane B runs: judged by no clock, and about half of the time the tests other than the
-fault tests take (rebalance when that changes: the durations of a whole run show it)."""
+"""Paths lane B runs: judged by no clock (rebalance when a lane ends much later than the
+others: the durations of a whole run show it)."""
+LANE_C = ("tests/integration/test_schemathesis.py", "tests/e2e/test_docs_snippets.py", "tests/realmodel")
+"""Paths lane C runs besides every other unnamed ``tests/integration`` file."""
+SHARED = "tests/integration"
+"""The directory whose remaining files lanes A and C share, alternately by sorted name."""
 LAST = ("tests/fault",)
 """Run after lane B is done, on an otherwise idle machine..."""
 NOT_LAST = (
@@ -59,8 +65,6 @@ NOT_LAST = (
 )
 """...but for the fault tests that count and judge no clock (memory, order, once-only):
 they run beside lane B. A new fault test runs last unless it is listed here."""
-LOG = ROOT / ".lane-b.log"
-COVERAGE_FILE = ROOT / ".coverage.lane-b"
 CHILD_ENV = "AGENTFLOW_TEST_LANE"
 WAIT_LIMIT = 1800.0
 SELECTING_OPTIONS = ("keyword", "markexpr", "deselect", "maxfail")
@@ -84,12 +88,14 @@ def _under(item: pytest.Item, paths: tuple[str, ...]) -> bool:
     return any(item.nodeid.startswith((path + "/", path + "::")) for path in paths)
 
 
-class LaneB:
-    """The second pytest process and its log."""
+class Lane:
+    """A child pytest process running ``paths``, and its log."""
 
-    def __init__(self, config: pytest.Config) -> None:
-        self.log: IO[bytes] = LOG.open("wb")
-        env = {**os.environ, CHILD_ENV: "b", "COVERAGE_FILE": str(COVERAGE_FILE)}
+    def __init__(self, config: pytest.Config, name: str, paths: list[str]) -> None:
+        self.name, self.paths = name, paths
+        self.log_path = ROOT / f".lane-{name}.log"
+        self.log: IO[bytes] = self.log_path.open("wb")
+        env = {**os.environ, CHILD_ENV: name, "COVERAGE_FILE": str(ROOT / f".coverage.lane-{name}")}
         cov = ["--no-cov"] if getattr(config.option, "no_cov", False) else []  # else addopts' --cov
         command = [
             sys.executable,
@@ -101,20 +107,20 @@ class LaneB:
             "-rfE",
             "--durations=30",
             *cov,
-            *LANE_B,
+            *paths,
         ]
         self.started = time.monotonic()
         self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
 
     def wait(self) -> tuple[int, str]:
-        """Lane B's exit code and the tail of its output."""
+        """The lane's exit code and the tail of its output."""
         try:
             code = self.process.wait(timeout=WAIT_LIMIT)
         except subprocess.TimeoutExpired:
             self.process.kill()
             code = self.process.wait()
         self.log.flush()
-        return code, LOG.read_text(errors="replace")[-20_000:]
+        return code, self.log_path.read_text(errors="replace")[-20_000:]
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -123,59 +129,71 @@ class LaneB:
         self.log.close()
 
 
-class LaneBItem(pytest.Item):
-    """Waits for lane B; passes when every one of its tests passed."""
+class LaneItem(pytest.Item):
+    """Waits for a child lane; passes when every one of its tests passed."""
 
-    lane: LaneB
+    lane: Lane
 
     def runtest(self) -> None:
         code, output = self.lane.wait()
         seconds = time.monotonic() - self.lane.started
         summary = output.rstrip().splitlines()[-1] if output.strip() else "(no output)"
-        self.add_report_section("call", "lane B", f"{' '.join(LANE_B)}: {summary} ({seconds:.0f} s)")
+        self.add_report_section(
+            "call", self.name, f"{len(self.lane.paths)} path(s): {summary} ({seconds:.0f} s)"
+        )
         if code != 0:
-            raise LaneBFailed(output)
+            raise LaneFailed(output)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
-        if isinstance(excinfo.value, LaneBFailed):
-            return f"lane B ({' '.join(LANE_B)}) failed; its output ends (all of it in {LOG.name}):\n{excinfo.value}"
+        if isinstance(excinfo.value, LaneFailed):
+            return f"{self.name} failed; its output ends (all of it in {self.lane.log_path.name}):\n{excinfo.value}"
         return str(super().repr_failure(excinfo))
 
     def reportinfo(self) -> tuple[Path, int, str]:
-        return ROOT / "tests" / "lanes.py", 0, "lane B"
+        return ROOT / "tests" / "lanes.py", 0, self.name
 
 
-class LaneBFailed(Exception):
-    """Lane B reported failures."""
+class LaneFailed(Exception):
+    """A child lane reported failures."""
 
 
-_lane: LaneB | None = None
+def lane_c_paths(files: list[str]) -> list[str]:
+    """Lane C's paths: its named ones, and every other file (by sorted name) of ``SHARED``
+    among ``files`` (the collected files no other lane names)."""
+    shared = sorted(f for f in set(files) if f.startswith(SHARED + "/") and not f.startswith(LANE_C))
+    return [*LANE_C, *shared[1::2]]
+
+
+_lanes: list[Lane] = []
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
-    """Hand lane B's tests to a second process; run the fault tests last, after it."""
-    global _lane
+    """Hand lanes B and C their tests; run the fault tests last, after them."""
     if not _enabled(config):
         return
-    own = [item for item in items if not _under(item, LANE_B)]
+    rest = [item for item in items if not _under(item, LANE_B)]
+    lane_c = lane_c_paths([item.nodeid.split("::", 1)[0] for item in rest if not _under(item, LANE_C)])
+    own = [item for item in rest if not _under(item, tuple(lane_c))]
     if len(own) == len(items):
         return
     last = [item for item in own if _under(item, LAST) and not _under(item, NOT_LAST)]
     first = [item for item in own if item not in last]
-    _lane = LaneB(config)
-    waiter = LaneBItem.from_parent(session, name="lane B")
-    waiter.lane = _lane
-    # Lane B may finish long after this lane gets here: the suite's per-test timeout is not its.
-    waiter.add_marker(pytest.mark.timeout(WAIT_LIMIT + 60))
-    items[:] = [*first, waiter, *last]
+    waiters = []
+    for name, paths in (("b", list(LANE_B)), ("c", lane_c)):
+        lane = Lane(config, name, paths)
+        _lanes.append(lane)
+        waiter = LaneItem.from_parent(session, name=f"lane {name.upper()}")
+        waiter.lane = lane
+        # A lane may finish long after this one gets here: the suite's per-test timeout is not its.
+        waiter.add_marker(pytest.mark.timeout(WAIT_LIMIT + 60))
+        waiters.append(waiter)
+    items[:] = [*first, *waiters, *last]
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Stop lane B if this session ends before it does."""
-    global _lane
-    if _lane is not None:
-        _lane.stop()
-        _lane = None
+    """Stop the child lanes if this session ends before they do."""
+    while _lanes:
+        _lanes.pop().stop()

@@ -1,4 +1,4 @@
-"""When the whole suite splits into two lanes, and when it stays in one process.
+"""When the whole suite splits into lanes, which lane runs what, and when it stays in one process.
 
 These read this session's real pytest options: a name pytest does not define (``exitfirst``
 is ``maxfail``'s flag, not an option) would break every whole-suite run at collection.
@@ -49,3 +49,24 @@ def test_chosen_paths_the_child_lane_and_the_switch_stay_in_one_process(
     monkeypatch.delenv(lanes.CHILD_ENV)
     monkeypatch.setattr(whole_suite, "args_source", pytest.Config.ArgsSource.ARGS)
     assert lanes._enabled(whole_suite) is False
+
+
+def test_lane_c_takes_its_paths_and_every_other_shared_file() -> None:
+    files = [
+        "tests/integration/test_d.py",
+        "tests/integration/test_a.py",
+        "tests/integration/test_c.py",
+        "tests/integration/test_b.py",
+        "tests/integration/test_a.py",  # one per test item: files repeat
+        "tests/e2e/test_x.py",  # not shared: stays in lane A
+    ]
+    assert lanes.lane_c_paths(files) == [
+        *lanes.LANE_C,
+        "tests/integration/test_b.py",
+        "tests/integration/test_d.py",
+    ]
+
+
+def test_no_path_belongs_to_two_lanes() -> None:
+    assert not set(lanes.LANE_B) & set(lanes.LANE_C)
+    assert all(not path.startswith("tests/fault") for path in (*lanes.LANE_B, *lanes.LANE_C))
