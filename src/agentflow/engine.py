@@ -47,6 +47,7 @@ from agentflow.oauth2_consents import Consents
 from agentflow.people import Directory
 from agentflow.reports import Reports
 from agentflow.resources import Resources
+from agentflow.run_moves import RunMoves
 from agentflow.run_starts import RunStarter
 from agentflow.run_streams import RunStreams
 from agentflow.runtime import metrics, tracing
@@ -92,6 +93,7 @@ class Engine:
         self.accounts = AccountBook(db)
         self.people = Directory(db)
         self.resources = Resources(db)
+        self.run_moves = RunMoves(db, self._configs)
         self.memory = Memories(db)
         self.streams = RunStreams(db)
         self.reports = Reports(db)

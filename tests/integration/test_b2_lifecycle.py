@@ -628,8 +628,15 @@ def _machine_env(engine: Engine) -> MachineEnv:
     return MachineEnv(loop, engine, NodeEnv(B2_TOOLS, threads, {}), agents)
 
 
-def _seed() -> int:
-    value = int(os.environ.get("AGENTFLOW_B2_SEED") or random.SystemRandom().randrange(1, 2**32))
+NEGATIVE_CONTROL_SEED = 886709789
+"""A seed whose examples reach a stale checkpoint within a few (6): the negative control proves
+the checks catch the unfenced checkpoint, it does not explore (a random seed sometimes needed
+hundreds of examples, minutes on a loaded machine, against its timeout)."""
+
+
+def _seed(default: int | None = None) -> int:
+    chosen = os.environ.get("AGENTFLOW_B2_SEED") or default
+    value = int(chosen or random.SystemRandom().randrange(1, 2**32))
     print(f"\nB2 seed={value} (rerun with AGENTFLOW_B2_SEED={value})")
     return value
 
@@ -691,7 +698,11 @@ async def test_b2_negative_control_finds_a_stale_write_through_an_unfenced_check
         # is recorded on env either way.
         with pytest.raises((Violation, hypothesis.errors.HypothesisException)):
             await asyncio.to_thread(
-                _run, UnfencedLifecycle, _seed(), max_examples=1000, phases=[Phase.generate]
+                _run,
+                UnfencedLifecycle,
+                _seed(NEGATIVE_CONTROL_SEED),
+                max_examples=1000,
+                phases=[Phase.generate],
             )
     finally:
         await env.agents.aclose()

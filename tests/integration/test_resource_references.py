@@ -270,7 +270,7 @@ async def test_the_api_answers_references_and_refuses_with_the_list(
     assert (await api.get(f"/api/ai/workflows/{child}")).status_code == 404
 
 
-def test_the_cli_lists_references_and_retires_workflows(database_url: str) -> None:
+def test_the_cli_lists_references_and_deletes_workflows(database_url: str) -> None:
     env = cli_env(database_url)
     import json
     import tempfile
@@ -287,8 +287,6 @@ def test_the_cli_lists_references_and_retires_workflows(database_url: str) -> No
     assert used.returncode == 0 and "caller" in used.stdout, used.stdout + used.stderr
     refused = run_cli(["workflows", "archive", "child"], env)
     assert refused.returncode == 1 and "resource_in_use" in refused.stderr and "caller" in refused.stderr
-    assert run_cli(["workflows", "archive", "caller"], env).returncode == 0
-    assert "nothing uses" in run_cli(["workflows", "references", "workflow", "child"], env).stdout
     assert run_cli(["workflows", "delete", "caller", "--yes"], env).returncode == 0
-    assert "caller" not in run_cli(["workflows", "list", "--archived"], env).stdout
+    assert "nothing uses" in run_cli(["workflows", "references", "workflow", "child"], env).stdout
     assert run_cli(["workflows", "references", "widget", "x"], env).returncode == 2

@@ -1,4 +1,4 @@
-"""``agentflow runs``: start, list, show, cancel and retry runs."""
+"""``agentflow runs``: start, list, show, cancel, retry, resume and migrate runs."""
 
 from __future__ import annotations
 
@@ -200,5 +200,35 @@ def resume(
     async def go(engine: Engine) -> None:
         run = await engine.governance.resume(await resolve_run_id(engine, run_id), add)
         console.print(f"run {run.id}: resumed")
+
+    run_with_engine(go)
+
+
+@app.command("migrate")
+def migrate(
+    workflow: str = typer.Argument(..., help="Workflow name or id."),
+    to_version: int | None = typer.Option(
+        None, "--to", min=1, help="The version to move to (default: the latest)."
+    ),
+    from_version: int | None = typer.Option(None, "--from", min=1, help="Only runs on this version."),
+    run: list[str] = typer.Option([], "--run", help="Only this run (id or unique prefix; repeat for more)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Say what would move, move nothing."),
+) -> None:
+    """Move parked runs (created, waiting, suspended) to another version where they fit."""
+
+    async def go(engine: Engine) -> None:
+        found = await engine.get_workflow(workflow)
+        ids = [await resolve_run_id(engine, ref) for ref in run] or None
+        done = await engine.run_moves.migrate(
+            found, to_version=to_version, from_version=from_version, run_ids=ids, dry_run=dry_run
+        )
+        verb = "would move" if dry_run else "moved"
+        for run_id, version in done.moved:
+            console.print(f"{verb} run {run_id}: v{version} -> v{done.to_version}")
+        for refused in done.refused:
+            err_console.print(
+                f"run {refused.run_id} stays on v{refused.from_version}: {'; '.join(refused.problems)}"
+            )
+        console.print(f"{len(done.moved)} {verb}, {len(done.refused)} refused")
 
     run_with_engine(go)
