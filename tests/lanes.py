@@ -4,8 +4,8 @@ PostgreSQL, subprocesses and timers (each lane alone uses about 60% of a core).
 A whole-suite run (``pytest`` with no paths) hands tests to two more pytest processes, started
 as soon as the tests are collected, each with its own embedded PostgreSQL. Lane B: the unit
 tests (no database, pure CPU), the long B2 property test, the CLI's end-to-end tests and a
-few API tests, none of which depends on timing. Lane C: B1 (schemathesis), and every other
-file of ``tests/integration`` that no lane names (by sorted name), so new files spread over
+few API tests, none of which depends on timing. Lane C: B1 (schemathesis), the real-model tests,
+and every other file of ``tests/integration`` that no lane names (by sorted name), so new files spread over
 lanes A and C by themselves. This process (lane A) runs the rest and the fault tests that
 only count, then waits for lanes B and C (one test item each, ``lane B`` / ``lane C``, that
 fails with that lane's failures), and only then runs the fault tests that judge timing, on a
@@ -43,10 +43,11 @@ LANE_B = (
     "tests/integration/test_bad_input.py",
     "tests/integration/test_local_retrieval.py",
     "tests/integration/test_s3_prompt_injection.py",
+    "tests/e2e/test_docs_snippets.py",
 )
 """Paths lane B runs: judged by no clock (rebalance when a lane ends much later than the
 others: the durations of a whole run show it)."""
-LANE_C = ("tests/integration/test_schemathesis.py", "tests/e2e/test_docs_snippets.py", "tests/realmodel")
+LANE_C = ("tests/integration/test_schemathesis.py", "tests/realmodel")
 """Paths lane C runs besides every other unnamed ``tests/integration`` file."""
 SHARED = "tests/integration"
 """The directory whose remaining files lanes A and C share, alternately by sorted name."""
@@ -62,6 +63,9 @@ NOT_LAST = (
     "tests/fault/test_r12_loops.py",
     "tests/fault/test_r4_late_commits.py",
     "tests/fault/test_recording_server.py",
+    # Negative controls that only have to find their fault (lost or doubled work).
+    "tests/fault/test_r1_kills.py::test_r1_negative_control_catches_effects_outside_the_engines_guarantees",
+    "tests/fault/test_r2_db_restarts.py::test_r2_negative_control_catches_a_server_that_acknowledges_before_commit_is_durable",
 )
 """...but for the fault tests that count and judge no clock (memory, order, once-only):
 they run beside lane B. A new fault test runs last unless it is listed here."""
@@ -85,7 +89,8 @@ def _enabled(config: pytest.Config) -> bool:
 
 
 def _under(item: pytest.Item, paths: tuple[str, ...]) -> bool:
-    return any(item.nodeid.startswith((path + "/", path + "::")) for path in paths)
+    """Whether ``item`` is one of ``paths`` (directories, files or test ids) or inside one."""
+    return any(item.nodeid == path or item.nodeid.startswith((path + "/", path + "::")) for path in paths)
 
 
 class Lane:
