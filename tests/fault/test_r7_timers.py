@@ -225,9 +225,10 @@ async def _killer(
         spare = [w for w in live if any(o.alive() and o.ready() for o in supervisor.workers if o is not w)]
         return rng.choice(spare) if spare else None
 
-    async def busiest_victim() -> WorkerProcess | None:
+    async def busiest_victim(holding: bool) -> WorkerProcess | None:
         # After the burst, the worker holding the most runs: on a fast machine one worker may
-        # claim the whole burst, and killing the other would cut no timer off in flight.
+        # claim the whole burst, and killing the other would cut no timer off in flight. With
+        # ``holding``, only a worker that holds runs right now (else None: look again soon).
         held = dict(
             await pool.fetch(
                 "SELECT lease_owner, count(*) FROM runs WHERE status = 'in_progress' GROUP BY lease_owner"
@@ -235,7 +236,7 @@ async def _killer(
         )
         candidates = [w for w in supervisor.workers if w.alive() and held.get(w.name)]
         spare = victim()
-        if spare is None:
+        if spare is None or (holding and not candidates):
             return None
         busiest = max(candidates, key=lambda w: held[w.name], default=spare)
         others_ready = any(o.alive() and o.ready() for o in supervisor.workers if o is not busiest)
@@ -250,7 +251,9 @@ async def _killer(
         if now > end:
             return
         if not burst_done and now >= plan.burst_at + timedelta(seconds=0.15):
-            worker = await busiest_victim()
+            # Each burst run is held only for a moment: wait (up to 2 s) for a moment a worker
+            # holds some, so the kill cuts timers off in flight.
+            worker = await busiest_victim(holding=now < plan.burst_at + timedelta(seconds=2))
             if worker is not None:
                 supervisor.kill(worker)
                 session.test_kills += 1
