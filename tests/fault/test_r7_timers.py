@@ -251,15 +251,24 @@ async def _killer(
         if now > end:
             return
         if not burst_done and now >= plan.burst_at + timedelta(seconds=0.15):
-            # Each burst run is held only for a moment: wait (up to 2 s) for a moment a worker
-            # holds some, so the kill cuts timers off in flight.
-            worker = await busiest_victim(holding=now < plan.burst_at + timedelta(seconds=2))
+            # Each burst run is held only for a moment: the victim is frozen first, so it cannot
+            # finish what it holds between the look and the kill; it is killed while it holds
+            # burst runs (a timer cut off in flight), else resumed and looked at again (for 2 s).
+            waiting = now < plan.burst_at + timedelta(seconds=2)
+            worker = await busiest_victim(holding=waiting)
             if worker is not None:
-                supervisor.kill(worker)
-                session.test_kills += 1
-                session.burst_kills += 1
-                burst_done = True
-                next_kill = now + timedelta(seconds=rng.uniform(2.5, 4.5))
+                worker.freeze()
+                holds = await pool.fetchval(
+                    "SELECT count(*) FROM runs WHERE status = 'in_progress' AND lease_owner = $1", worker.name
+                )
+                if holds or not waiting:
+                    supervisor.kill(worker)
+                    session.test_kills += 1
+                    session.burst_kills += 1
+                    burst_done = True
+                    next_kill = now + timedelta(seconds=rng.uniform(2.5, 4.5))
+                else:
+                    worker.resume()
         elif now >= next_kill and not plan.burst_at - timedelta(seconds=5) <= now < plan.burst_at:
             # (No random kill in the 5 s before the burst: both workers are up when it is due.)
             worker = victim()
