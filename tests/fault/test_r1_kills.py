@@ -6,7 +6,8 @@ server, an engine-table write, an unkeyed call, a wait, then finish) while
 * each worker generation is armed with one named failpoint (``after_claim``,
   ``before_step``, ``after_step``, ``before_checkpoint``, ``after_checkpoint``; names that
   have not fired yet first, then round robin) and kills itself with SIGKILL when it fires;
-* the test SIGKILLs a random live worker every 1.5-3.5 s (while another one is up);
+* the test SIGKILLs a random live worker every 1.5-3.5 s (while another one is up),
+  preferring a moment it holds runs;
 * every dead worker is replaced at once by the next generation.
 
 Then an independent reconciliation counts runs, checkpoints, task rows and the
@@ -32,7 +33,7 @@ import pytest
 
 from agentflow.engine import Engine
 from tests.fault.checks import LeaseMonitor, print_verdict, problems, reconcile, run_until_terminal
-from tests.support.processes import Supervisor, WorkerProcess, worker_env
+from tests.support.processes import Supervisor, WorkerProcess, frozen_holding_runs, worker_env
 from tests.support.recording_server import RecordingServer
 
 pytestmark = pytest.mark.fault
@@ -46,6 +47,7 @@ RESCUE_SLACK = 5.0  # the guarantee: a killed run is re-claimed within lease TTL
 STEPS = 6  # pure, keyed, task, unkeyed, nap, done
 MIN_TEST_KILLS = 3
 SPARE_FOR = 4.0  # seconds a worker armed with a failpoint that has not fired is spared
+LOOK_FOR = 2.0  # seconds a kill waits for a victim that holds runs
 KEYED_SEQ = 1
 
 
@@ -174,6 +176,8 @@ async def run_chaos(
                 chaos.notes.setdefault("targeted_kills_at_s", []).append(round(time.monotonic() - started, 2))
             await asyncio.sleep(0.005)
         pause = rng.uniform(1.5, 3.5)
+        looking_since: float | None = None
+        pool = engine.db.pool
         while not stop.is_set():
             await asyncio.sleep(pause)
             # When no worker could be killed (on a loaded machine workers take seconds to be
@@ -193,8 +197,14 @@ async def run_chaos(
                 # Never the last worker standing: the guarantee is for a system in which a
                 # worker runs (G4); failpoints may still take both down at once.
                 if any(w.alive() and w.ready() for w in supervisor.workers if w is not victim):
-                    kill(victim)
-                    pause = rng.uniform(1.5, 3.5)
+                    # A kill should cut runs off in flight (a run may be held only for a
+                    # moment): look for a victim that holds some for up to LOOK_FOR seconds,
+                    # then kill one anyway, so the kill count does not depend on it either.
+                    looking_since = looking_since or time.monotonic()
+                    if await frozen_holding_runs(victim, pool) or time.monotonic() - looking_since > LOOK_FOR:
+                        kill(victim)
+                        looking_since = None
+                        pause = rng.uniform(1.5, 3.5)
 
     until = None if enough is None else lambda: enough(run_ids)
     await run_until_terminal(monitor, supervisor, stop, starter(), [killer()], run_ids, deadline, until)

@@ -50,7 +50,7 @@ import pytest
 from agentflow.engine import Engine
 from tests.fault.checks import print_verdict, problems
 from tests.support import timer_audit
-from tests.support.processes import Supervisor, WorkerProcess, worker_env
+from tests.support.processes import Supervisor, WorkerProcess, frozen_holding_runs, worker_env
 
 pytestmark = pytest.mark.fault
 
@@ -256,19 +256,12 @@ async def _killer(
             # burst runs (a timer cut off in flight), else resumed and looked at again (for 2 s).
             waiting = now < plan.burst_at + timedelta(seconds=2)
             worker = await busiest_victim(holding=waiting)
-            if worker is not None:
-                worker.freeze()
-                holds = await pool.fetchval(
-                    "SELECT count(*) FROM runs WHERE status = 'in_progress' AND lease_owner = $1", worker.name
-                )
-                if holds or not waiting:
-                    supervisor.kill(worker)
-                    session.test_kills += 1
-                    session.burst_kills += 1
-                    burst_done = True
-                    next_kill = now + timedelta(seconds=rng.uniform(2.5, 4.5))
-                else:
-                    worker.resume()
+            if worker is not None and (await frozen_holding_runs(worker, pool) or not waiting):
+                supervisor.kill(worker)
+                session.test_kills += 1
+                session.burst_kills += 1
+                burst_done = True
+                next_kill = now + timedelta(seconds=rng.uniform(2.5, 4.5))
         elif now >= next_kill and not plan.burst_at - timedelta(seconds=5) <= now < plan.burst_at:
             # (No random kill in the 5 s before the burst: both workers are up when it is due.)
             worker = victim()

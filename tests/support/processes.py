@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import asyncpg
 import psutil
 
 REPO = Path(__file__).resolve().parents[2]
@@ -239,3 +240,19 @@ class Supervisor:
                 worker.stop()
             except Exception:  # pragma: no cover - best effort cleanup
                 worker.proc.kill()
+
+
+async def frozen_holding_runs(worker: WorkerProcess, pool: asyncpg.Pool) -> bool:
+    """Freeze ``worker`` (SIGSTOP); True, leaving it frozen, if it holds ``in_progress`` runs.
+
+    A fault test that must cut runs off in flight kills a worker only while it holds some; a
+    worker holds each run only for a moment, so it is frozen before the look and cannot finish
+    what it holds between the look and the kill. When it holds none it is resumed (False).
+    """
+    worker.freeze()
+    held = await pool.fetchval(
+        "SELECT count(*) FROM runs WHERE status = 'in_progress' AND lease_owner = $1", worker.name
+    )
+    if not held:
+        worker.resume()
+    return bool(held)
