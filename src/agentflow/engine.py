@@ -46,6 +46,7 @@ from agentflow.nodes.workflow_access import refuse_unknown_children
 from agentflow.oauth2_consents import Consents
 from agentflow.people import Directory
 from agentflow.reports import Reports
+from agentflow.request_replies import RequestReplies
 from agentflow.resources import Resources
 from agentflow.run_moves import RunMoves
 from agentflow.run_starts import RunStarter
@@ -101,6 +102,7 @@ class Engine:
         self.workspaces = Workspaces(db, self.keys)
         self.governance = Governance(db, self._configs)
         self.requests = HumanRequests(db, self.governance.decide)
+        self.replies = RequestReplies(db)
         self._sealing_key = functools.partial(sealing_key, settings, embedded is not None)
         previous = previous_sealing_keys(settings)
         self._listeners = LifecycleListeners(db, self._configs)

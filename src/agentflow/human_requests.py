@@ -12,11 +12,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from uuid import UUID
 
-import jsonschema
-
 from agentflow.core.errors import AuthError, ConfigError, ConflictError, NotFoundError
 from agentflow.core.ids import DEFAULT_WORKSPACE
-from agentflow.core.link_tokens import read_holder, token_hash
+from agentflow.core.link_tokens import REPLY_VIA, read_holder, token_hash
+from agentflow.core.request_answers import checked_answer, edited_call, response_invalid
 from agentflow.store import requests
 from agentflow.store.database import Database
 
@@ -98,14 +97,14 @@ class HumanRequests:
             )
         if request["node_id"] is None:  # an agent's tool approval: the same decision as ever
             if approved is None:
-                raise _invalid("an approval needs 'approved': true or false")
-            edited = _edited_call(request, response) if approved else None
+                raise response_invalid("an approval needs 'approved': true or false")
+            edited = edited_call(request, response) if approved else None
             await self._decide_approval(
                 request_id, approve=approved, reason=reason, decided_by=responded_by, edited=edited,
                 via=via if via in VIA else "api", workspace_id=workspace_id,
             )  # fmt: skip
             return await self.get(request_id, workspace_id=workspace_id)
-        status, outcome, value = _checked(request, approved, response)
+        status, outcome, value = checked_answer(request, approved, response)
         recorded = await requests.answer(
             self._db.pool, workspace_id, request_id, status=status, outcome=outcome, response=value,
             reason=reason, responded_by=responded_by, via=via if via in VIA else "api",
@@ -142,7 +141,11 @@ class HumanRequests:
             AuthError: ``link_invalid`` (no such request, or not its link), ``link_expired``.
         """
         found = await requests.find_by_link(self._db.pool, request_id, token_hash(token))
-        if found is None or found["kind"] in ("callback", "event"):
+        if (
+            found is None
+            or found["kind"] in ("callback", "event")
+            or read_holder(str(found["holder"]))[0] == REPLY_VIA
+        ):
             raise AuthError(
                 "link_invalid",
                 "this link does not answer any request",
@@ -191,51 +194,3 @@ class HumanRequests:
             )  # fmt: skip
         if request["expired"]:
             raise ConflictError("request_expired", "this request timed out before it was answered")
-
-
-def _checked(request: dict[str, Any], approved: bool | None, response: Any) -> tuple[str, str, Any]:
-    """(status, outcome, response) of a valid answer to a node's request."""
-    kind, spec = request["kind"], request["spec"] or {}
-    if kind in ("approval", "review"):
-        if approved is None:
-            raise _invalid(f"a {kind} needs 'approved': true or false")
-        if not approved:
-            return "rejected", "rejected", None
-        if kind == "review":
-            edited = response is not None
-            return "approved", "approved", response if edited else spec.get("proposed")
-        return "approved", "approved", None
-    if kind == "callback":
-        return "answered", "answered", response
-    if kind == "input":
-        problems = [
-            f"{'.'.join(str(p) for p in e.absolute_path) or '(response)'}: {e.message[:200]}"
-            for e in jsonschema.Draft202012Validator(spec.get("form", {})).iter_errors(response)
-        ]
-        if problems:
-            raise _invalid("the response does not match the form: " + "; ".join(problems[:5]), problems)
-        return "answered", "answered", response
-    values = [o["value"] for o in spec.get("options", [])]
-    if not any(response == v and type(response) is type(v) for v in values):
-        raise _invalid(f"the response must be one of {values}")
-    return "answered", "answered", response
-
-
-def _edited_call(request: dict[str, Any], response: Any) -> dict[str, Any] | None:
-    """The arguments an approver changed an agent's call to (None: approved as asked)."""
-    if response is None:
-        return None
-    if not (request["spec"] or {}).get("allow_edits", True):
-        raise _invalid("this workflow does not let approvers edit the call (approval.allow_edits)")
-    if not isinstance(response, dict):
-        raise _invalid("an edited call is a JSON object of the tool's arguments")
-    return response
-
-
-def _invalid(message: str, problems: list[str] | None = None) -> ConfigError:
-    return ConfigError(
-        "response_invalid",
-        message,
-        details={"problems": problems} if problems else None,
-        solution="Answer what the request asks (GET /api/requests/{id} shows it).",
-    )

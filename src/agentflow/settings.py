@@ -59,6 +59,11 @@ class Settings(BaseSettings):
             (default): every step counts under ``other`` (series stay bounded).
         secret_key_previous: the key secrets were sealed with before ``secret_key``: read with
             it while ``agentflow credentials rotate-key`` seals them again with the new one.
+        reply_to: the address replies to requests' emails go to, e.g. ``replies@in.example.com``
+            (a local part of at most 12 characters): each email's Reply-To is
+            ``replies+<request>.<token>@in.example.com``; route that domain's mail to
+            ``POST /api/public/inbound/email`` and the workflow's model reads each reply
+            (docs/human-requests.md). Unset: emails have no reply address.
         slack_signing_secret: the Slack app's signing secret: Slack's interaction callbacks
             (buttons on requests) are verified with it; without it they are refused.
         secret_key: 32 random bytes in base64 that encrypt secrets at rest (webhook signing
@@ -121,6 +126,9 @@ class Settings(BaseSettings):
     secret_key: SecretStr | None = None
     secret_key_previous: SecretStr | None = None
     slack_signing_secret: SecretStr | None = None
+    reply_to: str | None = Field(
+        default=None, pattern=r"^[A-Za-z0-9._-]{1,12}@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+$"
+    )
     lifecycle_events: bool = True
     metrics_workflows: str = ""
     public_url: str | None = None

@@ -8,15 +8,12 @@ Screenshots of each page go to ``test-artifacts/console/``.
 from __future__ import annotations
 
 import asyncio
-import os
 import re
-import shutil
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 import yaml
-from playwright.async_api import Browser, Page, async_playwright, expect
+from playwright.async_api import Browser, Page, expect
 
 from agentflow.api.app import create_app
 from agentflow.engine import Engine
@@ -25,7 +22,6 @@ from tests.conftest import make_settings
 from tests.support.agents import running_worker
 from tests.support.http_server import serve
 
-CHROMIUM = os.environ.get("AGENTFLOW_TEST_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 SHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "console"
 
 APPROVAL_YAML = """name: refund
@@ -41,19 +37,6 @@ edges:
   - {from: ask, port: approved, to: refunded}
   - {from: ask, port: rejected, to: declined}
 """
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    assert Path(CHROMIUM).exists(), (
-        f"no Chromium at {CHROMIUM}: apt-get install -y chromium (.ci/run does), or set AGENTFLOW_TEST_CHROMIUM"
-    )
-    async with async_playwright() as playwright:
-        launched = await playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=["--no-sandbox"]
-        )
-        yield launched
-        await launched.close()
 
 
 async def shot(page: Page, name: str) -> None:

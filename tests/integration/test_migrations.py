@@ -74,6 +74,11 @@ DECLARED_COLUMNS = {
         "decided_by", "created_at", "expires_at", "decided_at", "kind", "node_id", "message", "spec",
         "assignees", "channels", "timeout_action", "response", "responded_via", "link_tokens",
     },
+    "request_replies": {
+        "workspace_id", "id", "request_id", "via", "message_id", "sender", "given_to", "text", "received_at",
+        "label", "score", "verdict", "outcome", "classified_at", "attempts", "lease_owner", "lease_expires_at",
+        "due_at",
+    },
     "workspace_budgets": {"workspace_id", "daily_usd", "daily_tokens", "updated_at"},
     "people": {"workspace_id", "handle", "name", "email", "roles", "created_at", "updated_at"},
     "credentials": {
@@ -116,6 +121,8 @@ DECLARED_INDEXES = {
     "runs_finished": "(workspace_id, COALESCE(completed_at, canceled_at, created_at)) WHERE",
     "workflow_versions_refs": "USING gin (refs)",
     "workflow_versions_refs_missing": "(workspace_id) WHERE (refs IS NULL)",
+    "request_replies_unread": "(due_at) WHERE (outcome IS NULL)",
+    "request_replies_held": "WHERE (outcome = 'held'::text)",
 }
 
 

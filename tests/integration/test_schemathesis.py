@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 import pytest
 import schemathesis
+from hypothesis import strategies as st
 from schemathesis.engine import events
 from schemathesis.engine.statistic import Statistic
 
@@ -77,6 +78,7 @@ SEMANTIC: dict[str, list[int]] = {
     "POST /api/credentials": [422],
     "PUT /api/credentials/{name}": [422],
     "POST /api/public/requests/{request_id}/respond": [400, 422],
+    "POST /api/public/inbound/email": [422],  # a string is a schema-valid email; most are unreadable
     "PUT /api/people/{handle}": [422],
     "POST /v2/workflows/{workflow_id}/execute": [400, 422],
     "POST /v2/executions/{execution_id}/resume": [400, 422],
@@ -95,6 +97,19 @@ NOT_FUZZED = [
 (runs here never end: no worker), so every case would wait out the request timeout.
 tests/integration/test_run_stream.py and test_run_events_stream.py follow streams to their runs'
 ends, and their 404s and 422s."""
+REPLIES = st.one_of(
+    st.binary(max_size=400),
+    st.builds(
+        lambda to, words: f"From: lee@example.com\r\nTo: {to}\r\nSubject: Re\r\n\r\n{words}".encode(),
+        st.one_of(
+            st.text(max_size=60), st.just("replies+aaaaaaaaaaaaaaaaaaaaaaaaaa.bbbbbbbbbbbbbbbbbbbbbbbb@x.co")
+        ),
+        st.text(max_size=200),
+    ),
+)
+"""Raw emails for ``POST /api/public/inbound/email`` (``message/rfc822``): noise, and replies to
+reply addresses that exist or not."""
+schemathesis.openapi.media_type("message/rfc822", REPLIES)
 SYNC_WAIT = 1.0
 """How long a synchronous v2 execute waits here: no worker runs its run, so each such case would
 otherwise wait out its ``timeout_seconds`` (30 s by default) and the response time check."""

@@ -13,17 +13,24 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 import httpx
 import jsonschema
+import pytest
 
 from agentflow.api.app import create_app
 from agentflow.core.records import RunRecord, StepRecord
+from agentflow.core.replies import label_for
 from agentflow.engine import Engine
+from agentflow.integrations.smtp_sink import SmtpSink
+from agentflow.runtime import reply_reader
 from agentflow.runtime.metrics import REGISTRY
 from tests.conftest import make_settings
+from tests.integration.test_request_links import approval
+from tests.integration.test_request_replies import RAW, mailed, reply
 from tests.support.agents import TRANSCRIPT, agent_workflow, running_worker, until
 from tests.support.http_server import WORKFLOWS, serve
 from tests.support.real_model import RealModelServer
@@ -54,7 +61,7 @@ def settled(status: str, reason: str | None) -> bool:
 
 
 @asynccontextmanager
-async def local_engine(database_url: str, server: RealModelServer) -> AsyncIterator[Engine]:
+async def local_engine(database_url: str, server: RealModelServer, **more: Any) -> AsyncIterator[Engine]:
     settings = make_settings(
         database_url,
         openai_api_key="sk-local",
@@ -62,6 +69,7 @@ async def local_engine(database_url: str, server: RealModelServer) -> AsyncItera
         http_allow="127.0.0.1",
         model_timeout=90.0,
         model_max_retries=1,
+        **more,
     )
     engine = await Engine.connect(settings, migrate_schema=False)
     try:
@@ -289,3 +297,56 @@ async def test_an_agent_run_on_the_real_model_through_the_api_never_answers_5xx(
     check_agent_run(run, steps, why)
     assert all(code < 500 for code in statuses)
     assert internal_errors() == before, "a request ended in a 500 internal_error"
+
+
+async def test_a_reply_the_real_model_reads_is_labelled_by_its_score_or_held_and_never_lost(
+    llama_server: RealModelServer, database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A free-text reply to a request's email, read by SmolLM2: whatever it makes of it, the
+    reply ends read, with a label that its score gives, or held with the reason it could not be
+    read (the server's structured output refused, three attempts); the request is answered
+    only by a relevant reading, and then exactly as the reading says."""
+    monkeypatch.setattr(reply_reader, "RETRY_BASE", 0.1)
+    flow = approval("reply-real", assignees=["lee@example.com"], channels=["email"], model=MODEL)
+    with SmtpSink(jsonl_path=tmp_path / "mail.jsonl") as sink:
+        async with (
+            local_engine(
+                database_url, llama_server, smtp_url=sink.url, smtp_from="agentflow@example.com",
+                reply_to="replies@in.example.com",
+            ) as engine,
+            serve(create_app(engine)) as base,
+            httpx.AsyncClient(base_url=base, timeout=60, trust_env=False) as api,
+            running_worker(engine),
+        ):  # fmt: skip
+            await engine.publish_workflow(flow)
+            run = await engine.start_run("reply-real", {"amount": 120})
+            mail = await mailed(engine, sink, run.id)
+            posted = await api.post(
+                "/api/public/inbound/email",
+                content=reply(mail, "Yes, go ahead with the refund."),
+                headers=RAW,
+            )
+            assert posted.status_code == 202, posted.text
+            loop = asyncio.get_running_loop()
+            stop_at = loop.time() + RUN_TIMEOUT
+            while (read := (await engine.replies.list(request_id=UUID(posted.json()["request_id"])))[0])[
+                "outcome"
+            ] is None:
+                assert loop.time() < stop_at, f"reply never read: {read}"
+                await asyncio.sleep(0.25)
+            request = await engine.requests.get(UUID(posted.json()["request_id"]))
+    why = f"{read}\n{request}\n--- llama server log tail ---\n{llama_server.log_tail(1500)}"
+    print(why)
+    verdict = read["verdict"]
+    if "error" in verdict:
+        assert (read["label"], read["outcome"], read["attempts"]) == ("uncertain", "held", 3), why
+        assert request["status"] == "pending", why
+        return
+    assert 0 <= read["score"] <= 1 and read["label"] == label_for(read["score"]), why
+    assert verdict["model"] == "openai:smollm2" and verdict["input_tokens"] > 0, why
+    if read["outcome"] == "answered":
+        assert read["label"] == "relevant", why
+        assert request["status"] == ("approved" if verdict["approved"] else "rejected"), why
+        assert (request["responded_by"], request["responded_via"]) == ("lee@example.com", "email"), why
+    else:
+        assert read["outcome"] in ("held", "ignored") and request["status"] == "pending", why

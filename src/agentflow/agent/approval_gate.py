@@ -21,7 +21,7 @@ from agentflow.agent.outcome import AgentStep
 from agentflow.core.agent_state import AgentState, arguments_hash
 from agentflow.core.chat import ToolCall
 from agentflow.core.errors import ErrorInfo
-from agentflow.core.link_tokens import ANSWER_PAGE, holder, new_token, token_hash
+from agentflow.core.link_tokens import ANSWER_PAGE, REPLY_HINT, holder, new_token, reply_token_for, token_hash
 from agentflow.core.planner import Transition
 from agentflow.core.statuses import RunStatus
 from agentflow.store import agent_reads
@@ -84,7 +84,7 @@ async def approval_gate(
         reason=AWAITING_APPROVAL,
     )  # fmt: skip
     effects = (
-        Effects(approval=request, notifications=approval_notes(ctx, request, env.public_url))
+        Effects(approval=request, notifications=approval_notes(ctx, request, env.public_url, env.reply_to))
         if pending is None
         else NO_EFFECTS
     )
@@ -109,10 +109,13 @@ def _approval_expired(
     return AgentStep(transition, "agent.approval", call.name, step_input, output, None, NO_EFFECTS)
 
 
-def approval_notes(ctx: CallContext, request: dict[str, Any], base_url: str) -> list[dict[str, Any]]:
+def approval_notes(
+    ctx: CallContext, request: dict[str, Any], base_url: str, reply_to: str | None = None
+) -> list[dict[str, Any]]:
     """Emails to the workflow's ``approval.notify`` about a new request, each with a link that
-    answers it as that person (the tokens' hashes go into ``request['link_tokens']``; the outbox
-    sends them after the checkpoint; an unknown account owner is skipped)."""
+    answers it as that person, and with ``reply_to`` a reply address whose replies the model
+    reads (the tokens' hashes go into ``request['link_tokens']``; the outbox sends them after
+    the checkpoint; an unknown account owner is skipped)."""
     notes: list[dict[str, Any]] = []
     tokens: dict[str, str] = {}
     for n, who in enumerate(ctx.config.approval.notify):
@@ -128,6 +131,13 @@ def approval_notes(ctx: CallContext, request: dict[str, Any], base_url: str) -> 
             f"{timedelta(seconds=request['expires_in'])}):\n"
             f"{base_url}{ANSWER_PAGE}#request={request['id']}&token={token}\n"
         )
+        metadata = {"workflow_id": str(ctx.run.workflow_id), "request_id": request["id"]}
+        if reply_to:
+            metadata["reply_to"], digest, held = reply_token_for(
+                reply_to, uuid.UUID(request["id"]), str(recipient), str(recipient)
+            )
+            tokens[digest] = held
+            body += REPLY_HINT
         notes.append({
             "id": str(uuid.uuid5(ctx.run.id, f"approval-note:{request['id']}:{n}")),
             "channel": "email",
@@ -136,7 +146,7 @@ def approval_notes(ctx: CallContext, request: dict[str, Any], base_url: str) -> 
             "body": body,
             "kind": "approval",
             "account_id": ctx.run.account_id,
-            "metadata": {"workflow_id": str(ctx.run.workflow_id), "request_id": request["id"]},
+            "metadata": metadata,
         })  # fmt: skip
     request["link_tokens"] = tokens
     return notes

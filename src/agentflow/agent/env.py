@@ -39,6 +39,7 @@ class AgentEnv:
         workspace_daily_usd / workspace_daily_tokens: the default daily workspace budget.
         mcp: connects to MCP servers (with the HTTP allow-list) and keeps their tool listings.
         public_url: the API's external base URL, for the links in approval emails.
+        reply_to: where replies to approval emails go (None: no reply address).
         credentials: the workspace credential store, for HTTP tools that name a credential.
     """
 
@@ -54,6 +55,7 @@ class AgentEnv:
     workspace_daily_tokens: int = 0
     mcp: McpConnector = field(default_factory=McpConnector)
     public_url: str = "http://127.0.0.1:8000"
+    reply_to: str | None = None
     credentials: CredentialAccess | None = None
     _providers: dict[str | None, tuple[ModelProvider, str]] = field(default_factory=dict)
 

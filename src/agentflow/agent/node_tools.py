@@ -56,6 +56,7 @@ async def call_node(ctx: CallContext, node: NodeSpec, arguments: dict[str, Any])
         mcp_servers=tuple(ctx.config.mcp_servers or ()),
         credentials=ctx.env.credentials,
         public_url=ctx.env.public_url,
+        reply_to=ctx.env.reply_to,
     )
     _, result = await runner_for(node.type).run(node, step, env)
     output = result.output

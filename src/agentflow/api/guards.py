@@ -46,6 +46,10 @@ FORM = "application/x-www-form-urlencoded"
 FORM_PATHS = frozenset({"/api/public/slack/interactions"})
 """The only routes that take a form body (from a sender that cannot send JSON, and that
 authenticate it themselves): Slack's interaction callbacks, signed with the signing secret."""
+MAIL = "message/rfc822"
+MAIL_PATHS = frozenset({"/api/public/inbound/email"})
+"""The only route that takes a raw email: replies to requests, authenticated by the token in
+the reply address they were sent to."""
 
 DRAIN_BYTES = 32 * 1024 * 1024
 DRAIN_SECONDS = 10.0
@@ -119,6 +123,9 @@ class BodyGuard:
         content_type = headers.get("content-type")
         if scope["path"] in FORM_PATHS and content_type == FORM:
             # Slack posts its interactions as a form; the route checks their signature.
+            await self.app(scope, _replay(bytes(body), receive), send)
+            return
+        if scope["path"] in MAIL_PATHS and (content_type or "").split(";")[0].strip().lower() == MAIL:
             await self.app(scope, _replay(bytes(body), receive), send)
             return
         typed = content_type is not None and scope["method"] not in SAFE_METHODS

@@ -53,6 +53,8 @@ class NodeEnv:
         public_url: the API's external base URL, for the callback URLs of ``wait_callback``.
         people: the workspace's people, for whom requests are (None: assignees are taken as
             written; a role fails with ``role_has_no_people``).
+        reply_to: where replies to requests' emails go (``AGENTFLOW_REPLY_TO``; None: no
+            reply address).
     """
 
     tools: ToolRegistry
@@ -71,6 +73,7 @@ class NodeEnv:
     workflows: WorkflowAccess | None = None
     public_url: str = "http://127.0.0.1:8000"
     people: PeopleAccess | None = None
+    reply_to: str | None = None
 
     async def render(self, value: Any, node: str, field: str) -> Any:
         """``value`` with its templates rendered in the template context, off the event loop

@@ -19,7 +19,7 @@ from agentflow.core.errors import StepFailure
 from agentflow.core.graph.action_nodes import rendered_url_problem
 from agentflow.core.graph.human_nodes import TIMEOUT, UserInputNode
 from agentflow.core.graph.message_nodes import EMAIL
-from agentflow.core.link_tokens import ANSWER_PAGE, holder, new_token, token_hash
+from agentflow.core.link_tokens import ANSWER_PAGE, REPLY_HINT, holder, new_token, reply_token_for, token_hash
 from agentflow.core.node_specs import NodeSpec
 from agentflow.core.people import role_of
 from agentflow.core.planner import NodeResult
@@ -52,7 +52,11 @@ class UserInputRunner(BaseRunner):
             request = await _request(node, env, request_id)
             assigned = await _assigned(node, ctx, env, request["assignees"])
             request["assignees"] = assigned.assignees
-            notes = emailed(request, assigned.mail, ctx, env.public_url) if "email" in node.channels else ()
+            notes = (
+                emailed(request, assigned.mail, ctx, env.public_url, env.reply_to)
+                if "email" in node.channels
+                else ()
+            )
             if node.webhook is not None:
                 notes = (*notes, await _posted(node, request, ctx, env))
             if node.slack is not None:
@@ -137,11 +141,16 @@ async def _assigned(node: UserInputNode, ctx: StepContext, env: NodeEnv, named: 
 
 
 def emailed(
-    request: dict[str, Any], mail: dict[str, str], ctx: StepContext, base_url: str
+    request: dict[str, Any],
+    mail: dict[str, str],
+    ctx: StepContext,
+    base_url: str,
+    reply_to: str | None = None,
 ) -> tuple[dict[str, Any], ...]:
     """An email to each assignee with an address (``mail``), with a link that answers the
-    request as them; the links' token hashes go into ``request['link_tokens']``. Written with
-    the step (once) and delivered by the notifier (at least once, the note's id as Message-ID)."""
+    request as them (and, with ``reply_to``, a reply address whose replies the workflow's model
+    reads); the tokens' hashes go into ``request['link_tokens']``. Written with the step (once)
+    and delivered by the notifier (at least once, the note's id as Message-ID)."""
     notes: list[dict[str, Any]] = []
     tokens: dict[str, str] = {}
     for person, address in mail.items():
@@ -150,14 +159,22 @@ def emailed(
         link = f"{base_url}{ANSWER_PAGE}#request={request['id']}&token={token}"
         expires = timedelta(seconds=request["expires_in"])
         subject = f"{_SUBJECTS.get(request['kind'], 'Your answer is needed')}: {request['message'][:80]}"
+        metadata = {"workflow_id": str(ctx.workflow_id), "request_id": request["id"]}
+        body = f"{request['message']}\n\nAnswer here (the link works once, for {expires}):\n{link}\n"
+        if reply_to:
+            metadata["reply_to"], digest, held = reply_token_for(
+                reply_to, uuid.UUID(request["id"]), person, address
+            )
+            tokens[digest] = held
+            body += REPLY_HINT
         notes.append({
             "id": str(uuid.uuid5(ctx.run_id, f"request-email:{request['id']}:{person}")),
             "channel": "email",
             "recipient": address,
             "subject": subject,
-            "body": f"{request['message']}\n\nAnswer here (the link works once, for {expires}):\n{link}\n",
+            "body": body,
             "kind": "request",
-            "metadata": {"workflow_id": str(ctx.workflow_id), "request_id": request["id"]},
+            "metadata": metadata,
         })  # fmt: skip
     request["link_tokens"] = tokens
     return tuple(notes)

@@ -119,6 +119,7 @@ async def _run_activation(
         workflows=tools_env.workflows,
         public_url=tools_env.public_url,
         people=tools_env.people,
+        reply_to=tools_env.reply_to,
         inbox=cursor.inbox,
         asked=activation.asked,
         template_context={

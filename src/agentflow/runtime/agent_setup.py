@@ -75,6 +75,7 @@ def build_agent_env(
         workspace_daily_tokens=settings.workspace_daily_tokens,
         mcp=McpConnector(allow=settings.http_allow_list),
         public_url=settings.base_url,
+        reply_to=settings.reply_to,
     )
 
 

@@ -123,6 +123,8 @@ class Notifier:
             headers = {"X-Agentflow-Notification": key}
             if row["run_id"]:
                 headers["X-Agentflow-Run"] = str(row["run_id"])
+            if metadata.get("reply_to"):  # a request's reply address (see ReplyReader)
+                headers["Reply-To"] = str(metadata["reply_to"])
             await self._email.send(
                 row["recipient"], row["subject"] or "(no subject)", row["body"],
                 message_id=f"<{key}@{domain}>", headers=headers,

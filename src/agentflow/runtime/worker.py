@@ -22,6 +22,7 @@ from uuid import UUID
 
 from agentflow.agent.env import AgentEnv
 from agentflow.agent.gate import ModelGate
+from agentflow.agent.reply_judge import ModelReplyJudge
 from agentflow.core.definitions import AgentConfig, StructuredConfig
 from agentflow.core.graph.looping import LoopProgress
 from agentflow.core.inbox import EMPTY
@@ -46,6 +47,7 @@ from agentflow.runtime.failpoints import failpoint
 from agentflow.runtime.gatekeeper import EventGate, Gatekeeper
 from agentflow.runtime.lifecycle_listeners import LifecycleListeners
 from agentflow.runtime.notifier import Notifier
+from agentflow.runtime.reply_reader import ReplyReader
 from agentflow.runtime.scheduler import Scheduler
 from agentflow.settings import Settings, previous_sealing_keys
 from agentflow.settings import sealing_key as settings_sealing_key
@@ -132,6 +134,7 @@ class Worker:
             workflows=WorkflowAccess(db.pool, self._configs.parse),
             public_url=settings.base_url,
             people=PeopleAccess(db.pool),
+            reply_to=settings.reply_to,
         )
         gate = gate or ModelGate(self.agents.model, self.agents.prices)
         self._wake = asyncio.Event()
@@ -163,6 +166,14 @@ class Worker:
                     self.agents.http,
                     smtp_url=settings.smtp_url,
                     smtp_from=settings.smtp_from,
+                    owner=self.name,
+                    poll_interval=settings.poll_interval,
+                ),
+                ReplyReader(
+                    db,
+                    ModelReplyJudge(self.agents.model, self.agents.prices),
+                    self._configs,
+                    settings,
                     owner=self.name,
                     poll_interval=settings.poll_interval,
                 ),

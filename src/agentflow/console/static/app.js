@@ -4,6 +4,7 @@
 import { ApiError, api } from "./api.js";
 import { h } from "./dom.js";
 import { lifecycleSection } from "./lifecycle.js";
+import { heldReplies, repliesBlock } from "./replies.js";
 
 const main = document.getElementById("main");
 const ACTIVE = new Set(["created", "in_progress", "waiting", "suspended"]);
@@ -300,12 +301,12 @@ async function follow(path, mine, workflowId, runId) {
 }
 
 async function inboxView() {
-  const requests = await api("GET", "/api/requests?status=pending");
-  const cards = requests.filter((r) => r.kind !== "callback" && r.kind !== "event").map(requestCard);
+  const [requests, held] = await Promise.all([api("GET", "/api/requests?status=pending"), heldReplies()]);
+  const cards = requests.filter((r) => r.kind !== "callback" && r.kind !== "event").map((r) => requestCard(r, held.get(r.id)));
   return [h("h1", {}, "Inbox"), cards.length ? cards : h("p", { class: "muted", id: "inbox-empty" }, "Nothing waits for you.")];
 }
 
-function requestCard(r) {
+function requestCard(r, replies) {
   const who = h("input", { id: "by-" + r.id, "aria-label": "Your name", placeholder: "your name", value: localStorage.getItem("agentflow.me") || "" });
   const reason = h("input", { id: "reason-" + r.id, "aria-label": "Reason", placeholder: "reason (for a rejection)" });
   const response = h("textarea", { id: "response-" + r.id, "aria-label": "Response (JSON)", rows: 3 });
@@ -341,7 +342,7 @@ function requestCard(r) {
     h("p", {}, h("strong", {}, r.kind), " · ", h("a", { href: "#/runs/" + r.workflow_id + "/" + r.run_id }, "run " + r.run_id.slice(0, 8)),
       r.assignees.length ? " · for " + r.assignees.join(", ") : "", r.expires_at ? " · expires " + when(r.expires_at) : ""),
     h("p", {}, r.message || (r.tool ? "Call " + r.tool : "")),
-    r.tool ? json(r.arguments) : null, r.spec && !decide ? json(r.spec) : null,
+    r.tool ? json(r.arguments) : null, r.spec && !decide ? json(r.spec) : null, repliesBlock(replies),
     h("div", { class: "row" }, who, reason),
     decide && r.kind !== "review" ? null : response,
     h("div", { class: "row" }, buttons), result);

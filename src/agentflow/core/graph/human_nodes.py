@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from agentflow.core.durations import parse_duration
 from agentflow.core.graph.action_nodes import rendered_url_problem
+from agentflow.core.graph.model_nodes import MODEL_PATTERN
 from agentflow.core.graph.schema_paths import checked_object_schema
 from agentflow.core.node_specs import ANY, ERROR_PORT, Duration, NodeSpec, register_node_spec
 from agentflow.core.templating import has_templates
@@ -86,6 +87,12 @@ class UserInputNode(NodeSpec):
         default="fail", description="fail the node, go on down 'timeout', or answer with default_response."
     )
     default_response: Any = Field(default=None, description="The answer taken at the timeout.")
+    model: str | None = Field(
+        default=None,
+        pattern=MODEL_PATTERN,
+        description="provider:model that reads free-text replies to the request's email"
+        " (default: AGENTFLOW_MODEL, else scripted).",
+    )
 
     @field_validator("wait", mode="before")
     @classmethod

@@ -1,0 +1,70 @@
+"""Held replies in the console's inbox (issue 14): a free-text reply the model could not
+settle shows on its request's card, with who sent it and why it was held, and the person who
+reads it answers the request there (a real browser, a real SMTP server, the reply over HTTP)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import httpx
+import yaml
+from playwright.async_api import Browser, expect
+
+from agentflow.api.app import create_app
+from agentflow.engine import Engine
+from agentflow.integrations.smtp_sink import SmtpSink
+from tests.browser.test_console import APPROVAL_YAML, shot
+from tests.conftest import make_settings
+from tests.integration.test_request_replies import RAW, Reader, mailed, reply
+from tests.support.agents import running_worker
+from tests.support.http_server import serve
+
+
+async def test_a_held_reply_shows_on_its_request_in_the_inbox(
+    database_url: str, browser: Browser, tmp_path: Path
+) -> None:
+    flow = APPROVAL_YAML.replace("name: refund", "name: refund-replied").replace(
+        "assignees: [lee]", "assignees: [lee@example.com]\n    channels: [in_app, email]"
+    )
+    with SmtpSink(jsonl_path=tmp_path / "mail.jsonl") as sink:
+        settings = make_settings(
+            database_url,
+            smtp_url=sink.url,
+            smtp_from="agentflow@example.com",
+            reply_to="replies@in.example.com",
+        )
+        engine = await Engine.connect(settings, migrate_schema=False)
+        try:
+            await engine.publish_workflow(yaml.safe_load(flow))
+            async with (
+                running_worker(engine, model=Reader().provider),
+                serve(create_app(engine)) as base,
+                httpx.AsyncClient(base_url=base) as api,
+            ):
+                run = await engine.start_run("refund-replied", {"amount": 75})
+                mail = await mailed(engine, sink, run.id)
+                posted = await api.post(
+                    "/api/public/inbound/email", content=reply(mail, "Let me think about it."), headers=RAW
+                )
+                for _ in range(300):
+                    if (await engine.replies.list(outcome="held")) != []:
+                        break
+                    await asyncio.sleep(0.05)
+                page = await browser.new_page()
+                await page.goto(base + "/#/inbox")
+                card = page.locator(f"article[data-request='{posted.json()['request_id']}']")
+                held = card.locator("[aria-label='Replies held for you'] blockquote")
+                await expect(held).to_have_count(1)
+                await expect(held).to_contain_text("Let me think about it.")
+                await expect(held).to_contain_text(
+                    "from lee@example.com · uncertain · score 0.50 · undecided"
+                )
+                await shot(page, "9-inbox-held-reply")
+                await card.locator("input[aria-label='Your name']").fill("lee@example.com")
+                await card.locator("button", has_text="Approve").click()
+                await expect(page.locator("#inbox-empty")).to_be_visible()
+                done = await engine.wait_for_run(run.id, timeout=30)
+        finally:
+            await engine.close()
+    assert done.output == "refunded by lee@example.com"
