@@ -31,6 +31,7 @@ from tests.conftest import make_settings
 from tests.support.agents import calls, replies, running_worker, until
 from tests.support.http_server import serve
 from tests.support.mcp_server import COMMAND, serve_http
+from tests.support.oauth2_server import OAuth2Server
 
 SRV = {"name": "srv", "command": COMMAND, "timeout": "20s"}
 ONCE = {"max_attempts": 1}
@@ -324,3 +325,57 @@ async def test_a_stored_credential_reaches_the_server_and_never_the_record(datab
     assert echoed and echoed[0]["text"] == "hello", "the call went through with the key"
     assert refused.status == "failed", "the server refuses a call without the key"
     assert key not in text, "the key is in no step's record"
+
+
+async def test_an_oauth2_token_the_server_refuses_is_refreshed_once_and_the_call_made_again(
+    database_url: str,
+) -> None:
+    """The MCP server takes only tokens its OAuth2 server knows; they all expire between two
+    runs (the stored token still looks valid): the first call gets 401, the engine asks for a
+    new token once, and the node and the agent's listing and call go through with it."""
+    settings = make_settings(database_url, http_allow="127.0.0.1", secret_key=SECRET_KEY)
+    eng = await Engine.connect(settings, migrate_schema=False)
+    try:
+        with OAuth2Server(expires_in=3600) as oauth:
+            await eng.credentials.create("mcp-oauth", {
+                "kind": "oauth2_client_credentials", "token_url": oauth.token_url,
+                "client_id": oauth.client_id, "client_secret": oauth.client_secret,
+            })  # fmt: skip
+            seen: list[str] = []
+
+            def known_token(headers: dict[str, str]) -> bool:
+                token = headers.get("authorization", "").removeprefix("Bearer ")
+                seen.append(token)
+                return token in oauth.valid_access()
+
+            async with serve_http(required=known_token) as url:
+                server = {"name": "web", "url": url, "credential": "mcp-oauth"}
+                node = graph(
+                    "mcp-oauth-node", mcp_tool("echo", {"text": "hi"}, server="web"), mcp_servers=[server]
+                )
+                first = await run_to_end(eng, node)
+                oauth.expire_tokens()
+                second = await run_to_end(eng, node)
+                grants_for_node = oauth.grants["client_credentials"]
+                oauth.expire_tokens()
+                model = replies(
+                    calls(("web__echo", {"text": "from the agent"})), calls(("complete", {"summary": "ok"}))
+                )
+                by_agent = await run_to_end(eng, agent("mcp-oauth-agent", [server]), model=model)
+                grants_for_agent = oauth.grants["client_credentials"]
+            failed = graph(
+                "mcp-oauth-deny", mcp_tool("echo", {"text": "x"}, server="web"), mcp_servers=[server]
+            )
+            async with serve_http(required=lambda _h: False) as url:
+                failed["mcp_servers"] = [{**server, "url": url}]
+                refused = await run_to_end(eng, failed)
+        text = "\n".join(row["t"] for row in await eng.db.pool.fetch("SELECT s::text AS t FROM run_steps s"))
+    finally:
+        await eng.close()
+    assert first.status == second.status == "completed", (first.error, second.error)
+    assert by_agent.status == "completed", by_agent.error
+    assert grants_for_node == 2, "one token at first, one refresh after the 401"
+    assert grants_for_agent == 3, "the agent's listing refreshed once more, its call reused it"
+    assert refused.status == "failed" and refused.error["details"]["http_status"] == 401
+    assert oauth.grants["client_credentials"] == 4, "a server that refuses every token: one refresh, no loop"
+    assert all(token not in text for token in seen if token), "no token is in any step's record"

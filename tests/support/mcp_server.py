@@ -12,7 +12,7 @@ import logging
 import os
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -62,10 +62,13 @@ def build() -> MCPServer:
 
 
 @asynccontextmanager
-async def serve_http(required: dict[str, str] | None = None) -> AsyncIterator[str]:
+async def serve_http(
+    required: dict[str, str] | Callable[[dict[str, str]], bool] | None = None,
+) -> AsyncIterator[str]:
     """Serve the test server over streamable HTTP on 127.0.0.1 until the block ends; yield its
     endpoint URL (``http://127.0.0.1:<port>/mcp``). ``required``: headers every request must
-    carry (else 401), as a server that takes an API key does."""
+    carry (else 401), as a server that takes an API key does, or a check of the request's
+    headers (lower-case names), as one that takes OAuth2 tokens does."""
     import uvicorn
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -89,13 +92,18 @@ async def serve_http(required: dict[str, str] | None = None) -> AsyncIterator[st
         sock.close()
 
 
-def _guarded(app: Any, required: dict[str, str]) -> Any:
+def _guarded(app: Any, required: dict[str, str] | Callable[[dict[str, str]], bool]) -> Any:
     """``app`` behind a check of ``required`` headers: 401 without them."""
+
+    def allowed(got: dict[str, str]) -> bool:
+        if callable(required):
+            return required(got)
+        return all(got.get(name.lower()) == value for name, value in required.items())
 
     async def guarded(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             got = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
-            if any(got.get(name.lower()) != value for name, value in required.items()):
+            if not allowed(got):
                 await send({"type": "http.response.start", "status": 401, "headers": []})
                 await send({"type": "http.response.body", "body": b"missing key"})
                 return

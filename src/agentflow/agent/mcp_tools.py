@@ -23,7 +23,8 @@ from agentflow.core.definitions import AgentConfig
 from agentflow.core.mcp import McpServer, offered_name, split_offered
 from agentflow.core.records import RunRecord
 from agentflow.integrations.mcp_client import McpTool, schema_problems
-from agentflow.nodes.credential_access import credentialed, scrubbed
+from agentflow.nodes.credential_access import scrubbed
+from agentflow.nodes.mcp_credentials import with_credential
 
 
 def listing_key(run: RunRecord, server: McpServer) -> Hashable:
@@ -40,13 +41,15 @@ async def offered(config: AgentConfig, run: RunRecord, env: AgentEnv) -> tuple[T
             ``agentflow.integrations.mcp_client`` for the first server that fails.
     """
     servers = config.mcp_servers or []
-    reached = [
-        (await credentialed(env.credentials, run.workspace_id, s, f"MCP server {s.name!r}"))[0]
-        for s in servers
-    ]
-    listings = await asyncio.gather(
-        *(env.mcp.list_tools(r, key=listing_key(run, s)) for r, s in zip(reached, servers, strict=True))
-    )
+
+    async def listing(server: McpServer) -> tuple[McpTool, ...]:
+        tools, _used = await with_credential(
+            env.credentials, run.workspace_id, server, f"MCP server {server.name!r}",
+            lambda reached: env.mcp.list_tools(reached, key=listing_key(run, server)),
+        )  # fmt: skip
+        return tools
+
+    listings = await asyncio.gather(*(listing(s) for s in servers))
     schemas = []
     for server, tools in zip(servers, listings, strict=True):
         for tool in tools:
@@ -95,8 +98,10 @@ async def call(ctx: CallContext, server: McpServer, tool: str, arguments: dict[s
             retried) or not (``mcp_tool_error`` and the like: the model sees the error).
     """
     where = f"MCP server {server.name!r}"
-    reached, used = await credentialed(ctx.env.credentials, ctx.run.workspace_id, server, where)
-    result = await ctx.env.mcp.call(reached, tool, arguments, key=listing_key(ctx.run, server))
+    result, used = await with_credential(
+        ctx.env.credentials, ctx.run.workspace_id, server, where,
+        lambda reached: ctx.env.mcp.call(reached, tool, arguments, key=listing_key(ctx.run, server)),
+    )  # fmt: skip
     return ToolOutcome(result=scrubbed(result.to_json(), used))
 
 

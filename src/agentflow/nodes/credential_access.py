@@ -31,7 +31,6 @@ import httpx
 
 from agentflow.core.credentials import OAUTH2_KINDS, Applied, apply, scrub, sealed_with
 from agentflow.core.errors import AgentflowError, StepFailure
-from agentflow.core.mcp import McpServer
 from agentflow.core.sealing import SealBroken, seal, unseal_any
 from agentflow.integrations import oauth2
 from agentflow.store import credentials as store
@@ -297,31 +296,3 @@ def _not_found(name: str, node: str) -> StepFailure:
         solution=f"Create it (POST /api/credentials, or: agentflow credentials set {name} ...), or fix the"
         " node's 'credential'; names are case-sensitive.",
     )
-
-
-async def credentialed(
-    access: CredentialAccess | None, workspace_id: UUID, server: McpServer, where: str
-) -> tuple[McpServer, list[Resolved]]:
-    """``server`` with its stored ``credential`` applied (its headers added, its query
-    parameters in the URL), and the credentials used (to scrub answers of their secrets).
-
-    Raises:
-        StepFailure: ``credentials_unavailable`` and the codes of ``CredentialAccess.resolve``.
-    """
-    if server.credential is None or server.url is None:
-        return server, []
-    if access is None:
-        raise StepFailure(
-            "credentials_unavailable",
-            f"{where}: this worker was started without access to credentials",
-            retryable=False,
-            solution="Run the workflow on an agentflow worker.",
-        )
-    resolved = await access.resolve(workspace_id, server.credential, where)
-    url = (
-        str(httpx.URL(server.url).copy_merge_params(resolved.applied.query))
-        if resolved.applied.query
-        else server.url
-    )
-    headers = {**(server.headers or {}), **resolved.applied.headers}
-    return server.model_copy(update={"url": url, "headers": headers}), [resolved]

@@ -17,7 +17,8 @@ from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
 from agentflow.integrations.mcp_client import McpConnector
 from agentflow.nodes.base import BaseRunner, NodeEnv
-from agentflow.nodes.credential_access import credentialed, scrubbed
+from agentflow.nodes.credential_access import scrubbed
+from agentflow.nodes.mcp_credentials import with_credential
 
 
 class McpToolRunner(BaseRunner):
@@ -46,8 +47,10 @@ class McpToolRunner(BaseRunner):
         connector = env.mcp or McpConnector()
         step_input = {"server": server.name, "tool": node.tool, "arguments": args}
         try:
-            server, used = await credentialed(env.credentials, ctx.workspace_id, server, f"node {node.id!r}")
-            result = await connector.call(server, node.tool, args)
+            result, used = await with_credential(
+                env.credentials, ctx.workspace_id, server, f"node {node.id!r}",
+                lambda reached: connector.call(reached, node.tool, args),
+            )  # fmt: skip
         except StepFailure as failure:  # name the node too: several may call one server
             info = failure.info
             raise StepFailure(
