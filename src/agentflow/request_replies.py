@@ -1,5 +1,6 @@
-"""Free-text replies to requests (issue 14): an emailed reply arrives, is kept, and waits for
-the workflow's model to read it (``agentflow.runtime.reply_reader``).
+"""Free-text replies to requests (issue 14): an emailed reply, or a message in the thread of a
+request's Slack message, arrives, is kept, and waits for the workflow's model to read it
+(``agentflow.runtime.reply_reader``).
 
 A reply finds its request by the address it was sent to: each request's email carries a
 Reply-To of its own (``replies+<request>.<token>@domain``, see ``core.link_tokens``), whose
@@ -17,8 +18,8 @@ from uuid import UUID
 
 from agentflow.core.errors import AuthError, ConfigError
 from agentflow.core.ids import DEFAULT_WORKSPACE
-from agentflow.core.link_tokens import REPLY_VIA, read_holder, read_reply_address, token_hash
-from agentflow.integrations.inbound_mail import MailUnreadable, read_reply
+from agentflow.core.link_tokens import REPLY_VIA, holder, read_holder, read_reply_address, token_hash
+from agentflow.integrations.inbound_mail import MAX_TEXT, MailUnreadable, read_reply
 from agentflow.store import replies, requests
 from agentflow.store.database import Database
 
@@ -85,6 +86,27 @@ class RequestReplies:
         reply, new = await replies.keep(
             self._db.pool, link["workspace_id"], request_id, via="email", message_id=mail.message_id,
             sender=mail.sender, given_to=str(link["holder"]), text=mail.text, settled=settled,
+        )  # fmt: skip
+        return {**shown(reply), "new": new}
+
+    async def receive_slack(self, event: dict[str, Any]) -> dict[str, Any] | None:
+        """Keep a message posted in the thread of a request's Slack message (an Events API
+        ``message`` event); None for any other message (not in such a thread, a bot's, an edit).
+        """
+        channel, thread, ts = event.get("channel"), event.get("thread_ts"), event.get("ts")
+        user, text = event.get("user"), event.get("text")
+        if not all(isinstance(v, str) and v for v in (channel, thread, ts, user)) or thread == ts:
+            return None
+        if event.get("bot_id") or event.get("subtype") or not isinstance(text, str):
+            return None  # the bot's own messages, edits, joins: not a person's reply
+        found = await replies.thread_request(self._db.pool, str(channel), str(thread))
+        if found is None:
+            return None
+        reply, new = await replies.keep(
+            self._db.pool, found["workspace_id"], found["request_id"], via="slack",
+            message_id=str(event.get("client_msg_id") or f"{channel}:{ts}")[:300], sender=f"slack:{user}",
+            given_to=holder("slack", str(channel)), text=text.strip()[:MAX_TEXT],
+            settled=None if text.strip() else ("filtered", "ignored", {"reason": "the reply has no words"}),
         )  # fmt: skip
         return {**shown(reply), "new": new}
 

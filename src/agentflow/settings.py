@@ -64,6 +64,11 @@ class Settings(BaseSettings):
             ``replies+<request>.<token>@in.example.com``; route that domain's mail to
             ``POST /api/public/inbound/email`` and the workflow's model reads each reply
             (docs/human-requests.md). Unset: emails have no reply address.
+        slack_bot_token: the Slack app's bot token (``xoxb-...``, scope ``chat:write``): a
+            ``user_input`` whose ``slack`` names a channel is posted with it, and replies in the
+            message's thread are read by the workflow's model (Slack's Events API, signed with
+            the signing secret, at ``/api/public/slack/events``).
+        slack_api_url: Slack's Web API (another only for a proxy or a test server).
         slack_signing_secret: the Slack app's signing secret: Slack's interaction callbacks
             (buttons on requests) are verified with it; without it they are refused.
         secret_key: 32 random bytes in base64 that encrypt secrets at rest (webhook signing
@@ -126,6 +131,8 @@ class Settings(BaseSettings):
     secret_key: SecretStr | None = None
     secret_key_previous: SecretStr | None = None
     slack_signing_secret: SecretStr | None = None
+    slack_bot_token: SecretStr | None = None
+    slack_api_url: str = Field(default="https://slack.com/api", pattern=r"^https?://\S+$")
     reply_to: str | None = Field(
         default=None, pattern=r"^[A-Za-z0-9._-]{1,12}@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+$"
     )

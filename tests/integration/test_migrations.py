@@ -79,6 +79,7 @@ DECLARED_COLUMNS = {
         "label", "score", "verdict", "outcome", "classified_at", "attempts", "lease_owner", "lease_expires_at",
         "due_at",
     },
+    "request_threads": {"workspace_id", "request_id", "channel", "ts"},
     "workspace_budgets": {"workspace_id", "daily_usd", "daily_tokens", "updated_at"},
     "people": {"workspace_id", "handle", "name", "email", "roles", "created_at", "updated_at"},
     "credentials": {

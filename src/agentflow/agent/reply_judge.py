@@ -83,8 +83,8 @@ def reply_messages(question: ReplyQuestion) -> tuple[Message, ...]:
         if key in spec:
             asked[key] = spec[key]
     system = (
-        "A person was asked the request below by email and replied in their own words. Read the "
-        "reply and say how surely it answers this request, and what it answers.\n"
+        "A person was asked the request below (by email or in Slack) and replied in their own words. "
+        "Read the reply and say how surely it answers this request, and what it answers.\n"
         f"score: {RELEVANT_AT} or more when the reply plainly answers it; {FILTERED_AT} or less for "
         "anything that does not (spam, out of office, a thank-you, another topic); between when "
         "unsure. approved: for an approval or a review, true or false as the reply decides (null "

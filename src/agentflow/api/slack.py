@@ -1,5 +1,6 @@
-"""Slack's interaction callbacks (issue 14): a button pressed on a request posted to Slack
-(``user_input`` channel ``slack``) answers it.
+"""Slack's callbacks (issue 14): a button pressed on a request posted to Slack (``user_input``
+channel ``slack``) answers it; a message in the thread of a request posted by the server's bot
+is a free-text reply the workflow's model reads (Events API).
 
 Slack signs each callback with the app's signing secret (``AGENTFLOW_SLACK_SIGNING_SECRET``):
 a callback whose signature does not match, or whose timestamp is more than five minutes off
@@ -56,20 +57,8 @@ async def slack_interaction(
     """Verify Slack's signature, then answer the request the pressed button names. Slack sends
     a form (``payload=<JSON>``). 404 ``slack_not_configured`` without a signing secret; 401
     ``slack_signature_invalid``; 422 ``slack_payload_invalid``."""
-    secret = engine.settings.slack_signing_secret
-    if secret is None:
-        raise NotFoundError(
-            "slack_not_configured",
-            "this server takes no Slack callbacks",
-            solution="Set AGENTFLOW_SLACK_SIGNING_SECRET to the Slack app's signing secret.",
-        )
     body = await request.body()
-    if not signature_valid(secret.get_secret_value(), timestamp or "", body, signature or "", time.time()):
-        raise AuthError(
-            "slack_signature_invalid",
-            "the callback is not signed with this server's Slack signing secret, or is too old",
-            solution="Check AGENTFLOW_SLACK_SIGNING_SECRET against the Slack app's signing secret.",
-        )
+    _verified(engine, body, timestamp, signature)
     payload = _payload(body)
     actions = payload.get("actions") or [{}]
     pressed = read_button(str(actions[0].get("value") or ""))
@@ -87,6 +76,71 @@ async def slack_interaction(
     )
     await _tell_slack(engine, payload.get("response_url"), f"{answered['status'].capitalize()} by {who}.")
     return SlackAnswer(status=answered["status"], responded_by=answered["responded_by"])
+
+
+class SlackEventAnswer(BaseModel):
+    """What an Events API callback did (Slack only needs a 200 within three seconds)."""
+
+    status: str = Field(description="kept (a reply to a request, read next), or ignored.")
+    challenge: str | None = Field(default=None, description="Slack's url_verification challenge, echoed.")
+    reply_id: uuid.UUID | None = None
+
+
+@router.post(
+    "/api/public/slack/events",
+    response_model=SlackEventAnswer,
+    response_model_exclude_none=True,
+    summary="Slack Events API callback (replies in request threads)",
+)
+async def slack_event(
+    request: Request,
+    engine: EngineDep,
+    timestamp: Annotated[str | None, Header(alias="X-Slack-Request-Timestamp", max_length=20)] = None,
+    signature: Annotated[str | None, Header(alias="X-Slack-Signature", max_length=200)] = None,
+) -> SlackEventAnswer:
+    """Verify Slack's signature, then keep a message posted in the thread of a request's Slack
+    message (posted by the server's bot) for the workflow's model to read. Answers Slack's
+    ``url_verification`` challenge; anything else is ``ignored``. 404 ``slack_not_configured``
+    without a signing secret; 401 ``slack_signature_invalid``; 422 ``slack_payload_invalid``."""
+    body = await request.body()
+    _verified(engine, body, timestamp, signature)
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        payload = None
+    if not isinstance(payload, dict):
+        raise ConfigError("slack_payload_invalid", "a Slack event is a JSON object",
+                          solution="Point the Slack app's Event Subscriptions Request URL here.")  # fmt: skip
+    if payload.get("type") == "url_verification":
+        return SlackEventAnswer(status="verified", challenge=str(payload.get("challenge") or ""))
+    event = payload.get("event")
+    if (
+        payload.get("type") != "event_callback"
+        or not isinstance(event, dict)
+        or event.get("type") != "message"
+    ):
+        return SlackEventAnswer(status="ignored")
+    kept = await engine.replies.receive_slack(event)
+    if kept is None:
+        return SlackEventAnswer(status="ignored")
+    return SlackEventAnswer(status="kept", reply_id=kept["id"])
+
+
+def _verified(engine: Engine, body: bytes, timestamp: str | None, signature: str | None) -> None:
+    """Refuse a callback that Slack did not sign with this server's signing secret."""
+    secret = engine.settings.slack_signing_secret
+    if secret is None:
+        raise NotFoundError(
+            "slack_not_configured",
+            "this server takes no Slack callbacks",
+            solution="Set AGENTFLOW_SLACK_SIGNING_SECRET to the Slack app's signing secret.",
+        )
+    if not signature_valid(secret.get_secret_value(), timestamp or "", body, signature or "", time.time()):
+        raise AuthError(
+            "slack_signature_invalid",
+            "the callback is not signed with this server's Slack signing secret, or is too old",
+            solution="Check AGENTFLOW_SLACK_SIGNING_SECRET against the Slack app's signing secret.",
+        )
 
 
 async def _tell_slack(engine: Engine, response_url: Any, text: str) -> None:

@@ -1,8 +1,10 @@
 """A request to people posted to Slack (``user_input`` channel ``slack``): the message, and
 buttons that answer it.
 
-The message goes to the node's ``slack`` incoming webhook through the outbox (written with the
-step, delivered at least once). Approvals and reviews get *Approve* and *Reject* buttons whose
+The message goes to the node's ``slack`` incoming webhook, or with the server's Slack bot to the
+channel ``slack`` names (then a reply in the message's thread is read by the workflow's model,
+``agentflow.runtime.reply_reader``), through the outbox (written with the step, delivered at
+least once). Approvals and reviews get *Approve* and *Reject* buttons whose
 value carries the request's id and a single-use token (of which the request keeps the hash,
 held by ``slack:<origin>``); every kind gets an *Open* button to the answer page. A press comes
 back to ``/api/public/slack/interactions``, signed with the Slack app's signing secret
@@ -18,7 +20,7 @@ import httpx
 
 from agentflow.core.errors import StepFailure
 from agentflow.core.graph.action_nodes import rendered_url_problem
-from agentflow.core.graph.human_nodes import UserInputNode
+from agentflow.core.graph.human_nodes import UserInputNode, is_slack_channel
 from agentflow.core.link_tokens import ANSWER_PAGE, holder, new_token, token_hash
 from agentflow.core.step_context import StepContext
 from agentflow.integrations.http_errors import origin_of
@@ -50,16 +52,19 @@ async def slack_message(
     """
     assert node.slack is not None
     url = str(await env.render(node.slack, node.id, "slack")).strip()
-    problem = rendered_url_problem(url)
+    bot = is_slack_channel(url)
+    problem = None if bot else rendered_url_problem(url)
     if problem is not None:
         raise StepFailure(
             "request_slack_invalid",
             f"user_input {node.id!r} field slack: {problem}",
             retryable=False,
             details={"node": node.id, "field": "slack"},
-            solution="Make 'slack' render to the Slack incoming webhook URL of the channel to ask in.",
+            solution="Make 'slack' render to the Slack incoming webhook URL of the channel to ask in,"
+            " or to a channel (#approvals) for the server's Slack bot.",
         )
-    shown = origin_of(httpx.URL(url))  # the path of a Slack webhook URL is its secret
+    # The path of a Slack webhook URL is its secret; a channel is only a name.
+    shown = url if bot else origin_of(httpx.URL(url))
     token = new_token()
     request["link_tokens"] = {**request.get("link_tokens", {}), token_hash(token): holder("slack", shown)}
     rid = request["id"]
@@ -87,7 +92,7 @@ async def slack_message(
         "body": request["message"],
         "kind": "request",
         "metadata": {
-            "slack_webhook_url": url,
+            ("slack_channel" if bot else "slack_webhook_url"): url,
             "blocks": blocks,
             "workflow_id": str(ctx.workflow_id),
             "request_id": rid,

@@ -11,13 +11,15 @@ import asyncio
 import contextlib
 import logging
 from typing import Any
+from uuid import UUID
 
 import httpx
 
 from agentflow.core.errors import ConfigError, StepFailure
 from agentflow.integrations.email import EmailSender
 from agentflow.integrations.slack import post_slack, post_webhook
-from agentflow.store import notifications
+from agentflow.integrations.slack_bot import post_message
+from agentflow.store import notifications, replies
 from agentflow.store.database import Database, unavailable
 
 logger = logging.getLogger(__name__)
@@ -34,6 +36,8 @@ class Notifier:
         db: the database.
         http: the guarded HTTP client (Slack, webhooks).
         smtp_url / smtp_from: the SMTP server and sender (no URL: email rows fail with a reason).
+        slack_bot_token / slack_api_url: the Slack bot that posts to channels by name (none:
+            such rows fail with a reason).
         owner: this notifier's lease name.
         poll_interval: the longest it sleeps between looks.
     """
@@ -47,8 +51,12 @@ class Notifier:
         smtp_from: str,
         owner: str,
         poll_interval: float = 1.0,
+        slack_bot_token: str | None = None,
+        slack_api_url: str = "https://slack.com/api",
     ) -> None:
         self._db = db
+        self._slack_bot_token = slack_bot_token
+        self._slack_api_url = slack_api_url
         self._http = http
         self._owner = owner
         self._poll = poll_interval
@@ -111,6 +119,26 @@ class Notifier:
             return
         await notifications.mark_sent(pool, ws, note_id, self._owner)
 
+    async def _post_as_bot(self, row: dict[str, Any], metadata: dict[str, Any]) -> None:
+        """Post with the Slack bot; a request's message is remembered by its thread, whose
+        replies answer it (``ReplyReader``)."""
+        if self._slack_bot_token is None:
+            raise StepFailure(
+                "slack_not_configured",
+                f"the notification is for the Slack channel {metadata['slack_channel']}, and no Slack bot"
+                " token is set: set AGENTFLOW_SLACK_BOT_TOKEN",
+                retryable=False,
+            )
+        text = f"*{row['subject']}*\n{row['body']}" if row["subject"] else row["body"]
+        channel, ts = await post_message(
+            self._http, self._slack_api_url, self._slack_bot_token, str(metadata["slack_channel"]), text,
+            blocks=metadata.get("blocks"),
+        )  # fmt: skip
+        if metadata.get("request_id") and ts:
+            await replies.remember_thread(
+                self._db.pool, row["workspace_id"], UUID(str(metadata["request_id"])), channel, ts
+            )
+
     async def _send(self, row: dict[str, Any]) -> None:
         key = str(row["id"])
         channel, metadata = row["channel"], row["metadata"] or {}
@@ -129,6 +157,8 @@ class Notifier:
                 row["recipient"], row["subject"] or "(no subject)", row["body"],
                 message_id=f"<{key}@{domain}>", headers=headers,
             )  # fmt: skip
+        elif channel == "slack" and metadata.get("slack_channel"):
+            await self._post_as_bot(row, metadata)
         elif channel == "slack":
             url = metadata.get("slack_webhook_url")
             if not url:

@@ -120,12 +120,15 @@ class ReplyReader:
         reading = {"approved": verdict.approved, "response": verdict.response, "reason": verdict.reason}
         reading.update(verdict.details)
         outcome = {"relevant": "answered", "filtered": "ignored", "uncertain": "held"}[verdict.label]
-        person, address = parseaddr(read_holder(reply["given_to"])[1])
-        if outcome == "answered" and reply["sender"] != address.lower():
-            outcome, reading["held_because"] = "held", f"sent by {reply['sender']}, not {address}"
+        responder = reply["sender"]  # in a Slack thread: whoever in the channel wrote
+        if reply["via"] == "email":  # the person the email went to, and only from their address
+            person, address = parseaddr(read_holder(reply["given_to"])[1])
+            responder = person or address
+            if outcome == "answered" and reply["sender"] != address.lower():
+                outcome, reading["held_because"] = "held", f"sent by {reply['sender']}, not {address}"
         if outcome == "answered":
             try:
-                answered = await self._answer(request, verdict, person or address)
+                answered = await self._answer(request, verdict, responder, reply["via"])
             except ConfigError as exc:  # the reading does not fit what was asked
                 outcome, reading["held_because"] = "held", exc.info.message
             else:
@@ -161,7 +164,7 @@ class ReplyReader:
             return found
         return None
 
-    async def _answer(self, request: dict[str, Any], verdict: ReplyVerdict, person: str) -> bool:
+    async def _answer(self, request: dict[str, Any], verdict: ReplyVerdict, person: str, via: str) -> bool:
         """Answer the request with the reading; False when it was answered first."""
         pool, ws = self._db.pool, request["workspace_id"]
         if request["node_id"] is None:  # an agent's tool approval: edits only in the console
@@ -169,13 +172,11 @@ class ReplyReader:
                 raise ConfigError("response_invalid", "the reply neither approves nor rejects the call")
             status = "approved" if verdict.approved else "rejected"
             reason = None if verdict.approved else verdict.reason
-            return await approvals.decide(
-                pool, ws, request["id"], status, reason, person, None, None, "email"
-            )
+            return await approvals.decide(pool, ws, request["id"], status, reason, person, None, None, via)
         status, outcome, value = checked_answer(request, verdict.approved, verdict.response)
         return await requests.answer(
             pool, ws, request["id"], status=status, outcome=outcome, response=value,
-            reason=verdict.reason if status == "rejected" else None, responded_by=person, via="email",
+            reason=verdict.reason if status == "rejected" else None, responded_by=person, via=via,
         )  # fmt: skip
 
     async def _record(

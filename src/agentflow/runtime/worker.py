@@ -168,6 +168,10 @@ class Worker:
                     smtp_from=settings.smtp_from,
                     owner=self.name,
                     poll_interval=settings.poll_interval,
+                    slack_bot_token=settings.slack_bot_token.get_secret_value()
+                    if settings.slack_bot_token
+                    else None,
+                    slack_api_url=settings.slack_api_url,
                 ),
                 ReplyReader(
                     db,

@@ -110,6 +110,26 @@ async def retry_later(
     )  # fmt: skip
 
 
+async def remember_thread(
+    pool: asyncpg.Pool, workspace_id: UUID, request_id: UUID, channel: str, ts: str
+) -> None:
+    """Remember that ``request_id`` was posted to Slack as the message ``ts`` in ``channel``."""
+    await pool.execute(
+        "INSERT INTO request_threads (workspace_id, request_id, channel, ts) VALUES ($1, $2, $3, $4)"
+        " ON CONFLICT DO NOTHING",
+        workspace_id, request_id, channel, ts,
+    )  # fmt: skip
+
+
+async def thread_request(pool: asyncpg.Pool, channel: str, ts: str) -> dict[str, Any] | None:
+    """The request posted as the Slack message ``ts`` of ``channel``: ``workspace_id``,
+    ``request_id``; or None."""
+    row = await pool.fetchrow(
+        "SELECT workspace_id, request_id FROM request_threads WHERE channel = $1 AND ts = $2", channel, ts
+    )
+    return dict(row) if row else None
+
+
 async def list_replies(
     pool: asyncpg.Pool,
     workspace_id: UUID,

@@ -10,6 +10,7 @@ outcome: ``approved`` / ``rejected`` (approval, review), ``result`` (input, sele
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Any, ClassVar, Literal
 
@@ -41,6 +42,15 @@ class Option(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     value: str | int | float | bool = Field(description="What the node sends when it is chosen.")
     label: str | None = Field(default=None, max_length=500, description="What the person sees.")
+
+
+SLACK_CHANNEL = re.compile(r"[#@]?[A-Za-z0-9][A-Za-z0-9._-]{0,79}")
+"""A Slack channel by name (``#approvals``) or id (``C0123ABC``), as chat.postMessage takes it."""
+
+
+def is_slack_channel(value: str) -> bool:
+    """Whether ``value`` names a Slack channel (for the bot) rather than a webhook URL."""
+    return SLACK_CHANNEL.fullmatch(value.strip()) is not None
 
 
 class UserInputNode(NodeSpec):
@@ -75,7 +85,10 @@ class UserInputNode(NodeSpec):
         " that is an email address), webhook (a POST to 'webhook'), slack (buttons, to 'slack').",
     )
     slack: str | None = Field(
-        default=None, max_length=2_000, description="The Slack incoming webhook URL of the slack channel."
+        default=None,
+        max_length=2_000,
+        description="slack channel: a Slack incoming webhook URL, or a channel (#approvals, C0123) the"
+        " server's Slack bot posts to (replies in its thread are read by the model).",
     )
     webhook: str | None = Field(
         default=None,
@@ -121,7 +134,8 @@ class UserInputNode(NodeSpec):
         for channel, url in (("webhook", self.webhook), ("slack", self.slack)):
             if (channel in self.channels) != (url is not None):
                 raise ValueError(f"'{channel}' goes with the {channel} channel, which needs it")
-            problem = None if url is None or has_templates(url) else rendered_url_problem(url.strip())
+            bot = channel == "slack" and url is not None and is_slack_channel(url)
+            problem = None if url is None or bot or has_templates(url) else rendered_url_problem(url.strip())
             if problem is not None:
                 raise ValueError(f"'{channel}': {problem}")
         return self

@@ -26,6 +26,16 @@ CREATE TABLE request_replies (
     UNIQUE (workspace_id, request_id, message_id),
     FOREIGN KEY (workspace_id, request_id) REFERENCES requests (workspace_id, id) ON DELETE CASCADE
 );
+-- The Slack threads a request was posted as (a bot's chat.postMessage answers its channel and
+-- ts): a reply in one of them is a reply to that request.
+CREATE TABLE request_threads (
+    workspace_id uuid NOT NULL,
+    request_id   uuid NOT NULL,
+    channel      text NOT NULL,
+    ts           text NOT NULL,
+    PRIMARY KEY (channel, ts),
+    FOREIGN KEY (workspace_id, request_id) REFERENCES requests (workspace_id, id) ON DELETE CASCADE
+);
 -- Unread replies, in the order they became due (a failed reading waits before the next try).
 CREATE INDEX request_replies_unread ON request_replies (due_at) WHERE outcome IS NULL;
 CREATE INDEX request_replies_held ON request_replies (workspace_id, received_at) WHERE outcome = 'held';
