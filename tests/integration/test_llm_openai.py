@@ -166,6 +166,32 @@ async def test_structured_output_sends_a_json_schema_and_parses_the_answer(serve
     assert len(server.requests) == 2  # bad output is the caller's to retry, not the transport's
 
 
+async def test_a_compatible_server_that_refuses_json_schema_gets_json_mode_with_the_schema(
+    server: VendorServer,
+) -> None:
+    """llama.cpp's Python server answers 500 to response_format json_schema: the provider asks
+    again at once with JSON mode and the schema (its grammar), and from then on only so; a
+    request without a schema, or a refusal about something else, is not asked again."""
+    schema = {"type": "object", "properties": {"label": {"type": "string"}}, "required": ["label"]}
+    refusal = "Input should be 'text' or 'json_object' ('body', 'response_format', 'type'): 'json_schema'"
+    server.queue(
+        Reply(500, openai_error(refusal, "server_error")),
+        Reply(body=openai_completion('{"label": "spam"}')),
+        Reply(body=openai_completion('{"label": "ham"}')),
+        Reply(500, openai_error("model crashed", "server_error")),
+    )
+    llm = provider(server, max_retries=0)
+    first = await llm.request(ModelRequest("smollm2", ASK, output_schema=schema))
+    second = await llm.request(ModelRequest("smollm2", ASK, output_schema=schema))
+    with pytest.raises(ModelError) as other:
+        await llm.request(ModelRequest("smollm2", ASK, output_schema=schema))
+    formats = [r.body.get("response_format") for r in server.requests]
+    assert formats[0]["type"] == "json_schema"
+    assert formats[1:] == [{"type": "json_object", "schema": schema}] * 3
+    assert (first.structured, second.structured) == ({"label": "spam"}, {"label": "ham"})
+    assert other.value.code == "model_unavailable" and len(server.requests) == 4, "a crash is not asked again"
+
+
 async def test_openai_itself_gets_max_completion_tokens() -> None:
     # Through a client whose transport is a handler: the URL stays api.openai.com.
     seen: list[dict[str, object]] = []

@@ -211,10 +211,10 @@ async def test_an_llm_node_with_an_output_schema_completes_with_valid_data_or_fa
     llama_server: RealModelServer, database_url: str
 ) -> None:
     """The answer must match the schema, or the run fails with ``output_invalid`` (the model
-    answered, and is paid for) or a ``model_*`` code (the server refused the request). At the
-    time of writing llama-cpp-python's server answers 500 to OpenAI's ``response_format``
-    ``json_schema`` (it knows only ``json_object`` with a ``schema``), so this run fails with
-    ``model_unavailable`` before the model says anything."""
+    answered, and is paid for) or a ``model_*`` code (the server refused the request).
+    llama-cpp-python's server answers 500 to OpenAI's ``response_format`` ``json_schema`` (it
+    knows only ``json_object`` with a ``schema``): the OpenAI adapter then asks it in JSON mode,
+    so the model does answer here."""
     async with local_engine(database_url, llama_server) as engine:
         await engine.publish_workflow(
             {

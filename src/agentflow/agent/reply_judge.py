@@ -25,7 +25,8 @@ READING_SCHEMA: dict[str, Any] = {
             "description": "approvals and reviews: the decision the reply gives (null: none)",
         },
         "response": {"description": "inputs and selections: the value the reply gives (null: none)"},
-        "reason": {"type": "string", "description": "why, in one or two sentences"},
+        # Bounded: a small model constrained to JSON may otherwise write until its token limit.
+        "reason": {"type": "string", "maxLength": 300, "description": "why, in one or two sentences"},
     },
     "required": ["score", "approved", "response", "reason"],
     "additionalProperties": False,

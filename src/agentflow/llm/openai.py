@@ -7,9 +7,10 @@ the same way for every vendor.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import openai
@@ -39,6 +40,8 @@ from agentflow.llm.openai_stream import StreamedAnswer
 from agentflow.llm.retrying import RetryingVendor, retry_after_seconds
 from agentflow.llm.streaming import TextSink
 from agentflow.llm.usage_estimate import estimate_usage
+
+logger = logging.getLogger(__name__)
 
 VENDOR = Vendor("openai", "AGENTFLOW_OPENAI_API_KEY or OPENAI_API_KEY", "AGENTFLOW_OPENAI_BASE_URL")
 DEFAULT_EMBEDDING_MODEL = "text-embedding-3-small"
@@ -91,6 +94,9 @@ class OpenAIProvider(RetryingVendor):
             raise error_for_missing_key(VENDOR) from None
         self.name = name
         self._base_url = base_url
+        # Learned from a compatible server that refused response_format json_schema (llama.cpp's
+        # Python server knows only text and json_object, with an optional schema): JSON mode.
+        self._json_mode = False
         self._timeout = timeout
         self._max_retries = max_retries
 
@@ -122,8 +128,30 @@ class OpenAIProvider(RetryingVendor):
         await self._client.close()
 
     async def _request_once(self, request: ModelRequest) -> ModelResponse:
-        completion = await self._client.chat.completions.create(**self._arguments(request))
+        try:
+            completion = await self._client.chat.completions.create(**self._arguments(request))
+        except openai.APIStatusError as exc:
+            if not self._refuses_json_schema(exc, request):
+                raise
+            completion = await self._client.chat.completions.create(**self._arguments(request))
         return self._response(request, completion)
+
+    def _refuses_json_schema(self, exc: openai.APIStatusError, request: ModelRequest) -> bool:
+        """Whether a compatible server refused the ``json_schema`` response format; if so, this
+        provider asks it for JSON mode with the schema from now on."""
+        refused = (
+            self._compatible_server
+            and not self._json_mode
+            and request.output_schema is not None
+            and exc.status_code in (400, 422, 500)
+            and "json_schema" in str(exc)
+        )
+        if refused:
+            logger.warning(
+                "%s refused response_format json_schema; asking it for json_object with the schema", self.name
+            )
+            self._json_mode = True
+        return refused
 
     async def stream(self, request: ModelRequest, sink: TextSink) -> ModelResponse:
         """As ``request``, streaming the answer's text to ``sink`` as it comes (an attempt
@@ -136,9 +164,16 @@ class OpenAIProvider(RetryingVendor):
 
     async def _stream_once(self, request: ModelRequest, sink: TextSink) -> ModelResponse:
         sink.restart()
-        chunks = await self._client.chat.completions.create(
-            **self._arguments(request), stream=True, stream_options={"include_usage": True}
-        )
+        try:
+            chunks = await self._client.chat.completions.create(
+                **self._arguments(request), stream=True, stream_options={"include_usage": True}
+            )
+        except openai.APIStatusError as exc:
+            if not self._refuses_json_schema(exc, request):
+                raise
+            chunks = await self._client.chat.completions.create(
+                **self._arguments(request), stream=True, stream_options={"include_usage": True}
+            )
         answer = StreamedAnswer(request.model)
         async for chunk in chunks:
             answer.add(chunk, sink)
@@ -156,7 +191,7 @@ class OpenAIProvider(RetryingVendor):
             "model": request.model,
             "messages": [_message_param(m) for m in request.messages],
             "tools": [_tool_param(t) for t in request.tools] if request.tools else omit,
-            "response_format": _response_format(schema) if schema else omit,
+            "response_format": _response_format(schema, self._json_mode) if schema else omit,
             "max_completion_tokens": limit if limit is not None and not compatible else omit,
             "max_tokens": limit if limit is not None and compatible else omit,
             "temperature": request.temperature if request.temperature is not None else omit,
@@ -257,9 +292,11 @@ def _tool_param(tool: ToolSchema) -> ChatCompletionToolUnionParam:
     }
 
 
-def _response_format(schema: dict[str, Any]) -> ResponseFormat:
+def _response_format(schema: dict[str, Any], json_mode: bool = False) -> ResponseFormat:
     # Not "strict": strict mode refuses schemas with optional fields or open objects, and the
     # caller validates the parsed answer against the schema anyway.
+    if json_mode:  # llama.cpp's dialect: JSON mode constrained by a schema (not in OpenAI's types)
+        return cast(ResponseFormat, {"type": "json_object", "schema": schema})
     return {"type": "json_schema", "json_schema": {"name": "output", "schema": schema, "strict": False}}
 
 
