@@ -8,8 +8,10 @@ session left its ``agentflow-test-*`` folder (~60 MB) behind.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -35,8 +37,17 @@ TINY = textwrap.dedent(
 
 
 def test_a_session_leaves_no_data_directory_behind(tmp_path: Path) -> None:
-    temp = tmp_path / "tmp"
-    temp.mkdir()
+    # Not under tmp_path: pgserver opens the folders above its data directory to its own user
+    # (o+rx), and any pytest session that starts meanwhile (CI runs three lanes) closes
+    # /tmp/pytest-of-<user> again (0700), which cut the tiny session's server off its files.
+    temp = Path(tempfile.mkdtemp(prefix="agentflow-cleanup-"))
+    try:
+        _check_the_session_in(temp, tmp_path)
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def _check_the_session_in(temp: Path, tmp_path: Path) -> None:
     (tmp_path / "test_tiny.py").write_text(TINY)
     record = tmp_path / "pgdata.txt"
     env = {k: v for k, v in os.environ.items() if k != "AGENTFLOW_TEST_DATABASE_URL"}

