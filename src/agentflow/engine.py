@@ -32,6 +32,7 @@ from agentflow.core.lifecycle import RUN_CANCELED
 from agentflow.core.records import RunRecord, StepRecord, VersionRecord, WorkflowRecord
 from agentflow.core.references import references_of
 from agentflow.core.run_filters import RunFilter
+from agentflow.core.starts import check_conversation
 from agentflow.core.tools import ToolRegistry
 from agentflow.credentials import Credentials
 from agentflow.evals import Evals
@@ -274,6 +275,7 @@ class Engine:
         start_from: str | None = None,
         inputs: Any = None,
         idempotency_key: str | None = None,
+        conversation: dict[str, Any] | None = None,
         workspace_id: UUID = DEFAULT_WORKSPACE,
     ) -> Started:
         """Start a run on the workflow's latest version (or ``version``), at most once per
@@ -286,6 +288,8 @@ class Engine:
             start_from: start at this node instead of the first (seed 001
                 ``start_from_node``), with ``inputs`` as its ``{{ input }}``.
             idempotency_key: makes retries of this start safe (1 to 255 characters).
+            conversation: what the run answers, ``{id, channel, title}`` (see
+                ``core.starts.check_conversation``); runs are listed by its id and channel.
 
         Raises:
             NotFoundError: no such workflow or version.
@@ -299,6 +303,7 @@ class Engine:
         return await self._starts.start(
             workflow, payload, state=state, version=version, enrollment_key=enrollment_key,
             start_from=start_from, inputs=inputs, idempotency_key=idempotency_key, workspace_id=workspace_id,
+            conversation=check_conversation(conversation),
         )  # fmt: skip
 
     async def get_run(self, run_id: UUID | str, *, workspace_id: UUID = DEFAULT_WORKSPACE) -> RunRecord:

@@ -63,6 +63,7 @@ class RunStarter:
         inputs: Any,
         idempotency_key: str | None,
         workspace_id: UUID,
+        conversation: dict[str, Any] | None = None,
     ) -> Started:
         """Start a run; see ``Engine.start_run_once`` for the arguments and errors."""
         key = None
@@ -70,6 +71,8 @@ class RunStarter:
             asked = starts.fingerprint(
                 payload=payload, state=state, version=version, enrollment_key=enrollment_key,
                 start_from=start_from, inputs=inputs,
+                # Only when given: a key used before conversations existed keeps its fingerprint.
+                **({"conversation": conversation} if conversation else {}),
             )  # fmt: skip
             key = StartKey(starts.check_key(idempotency_key), asked)
         ref = as_uuid(workflow)
@@ -82,7 +85,7 @@ class RunStarter:
                 run = await start_if_current(
                     self._pool, workspace_id, uuid.uuid4(), remembered, _input(payload), first,
                     enrollment_key, key, latest=version is None, name=None if ref else str(workflow),
-                    trace_parent=traced,
+                    trace_parent=traced, conversation=conversation,
                 )  # fmt: skip
             if run is not None:
                 metrics.RUNS_STARTED.inc()
@@ -97,6 +100,7 @@ class RunStarter:
             started = await start_once(
                 self._pool, workspace_id, uuid.uuid4(), record.workflow_id, record.version,
                 _input(payload), first, enrollment_key, key=key, trace_parent=traced,
+                conversation=conversation,
             )  # fmt: skip
         self._remember(seen, record)
         if started.replayed and key is not None and started.start_hash != key.hash:

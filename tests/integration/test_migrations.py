@@ -27,6 +27,7 @@ DECLARED_COLUMNS = {
         "input_tokens", "output_tokens", "cached_input_tokens", "usd_cost", "created_at", "started_at",
         "updated_at", "completed_at", "canceled_at", "trigger", "inbox_seq", "account_id", "costs",
         "began_token", "unstarted_rescues", "parent_step", "item_index", "start_key", "start_hash", "caller_node", "trace_parent",
+        "conversation",
     },
     "run_steps": {
         "workspace_id", "id", "run_id", "seq", "attempt", "node_id", "kind", "name", "status", "input",
@@ -123,6 +124,8 @@ DECLARED_INDEXES = {
     "workflow_versions_refs": "USING gin (refs)",
     "workflow_versions_refs_missing": "(workspace_id) WHERE (refs IS NULL)",
     "request_replies_unread": "(due_at) WHERE (outcome IS NULL)",
+    "runs_by_conversation": "((conversation ->> 'id'::text)), created_at) WHERE (conversation IS NOT NULL)",
+    "runs_by_channel": "((conversation ->> 'channel'::text)), created_at) WHERE (conversation IS NOT NULL)",
     "request_replies_held": "WHERE (outcome = 'held'::text)",
 }
 

@@ -10,6 +10,7 @@ import pytest
 
 from agentflow.core.errors import ConfigError
 from agentflow.core.run_filters import Range, RunFilter, parse_run_filter
+from agentflow.core.starts import check_conversation
 
 
 def test_every_filter_is_read() -> None:
@@ -20,12 +21,13 @@ def test_every_filter_is_read() -> None:
             ("trigger", "manual"), ("enrollment_key", "k"), ("account_id", "acme"), ("parent_run_id", str(parent)),
             ("state[tier]", "gold"), ("started[gte]", "2026-11-25T10:00:00+00:00"), ("usd[lt]", "0.5"),
             ("duration[gt]", "100"), ("loop_of", str(loop)), ("limit", "20"), ("before", str(before)),
-            ("exclude", "state, steps"),
+            ("exclude", "state, steps"), ("conversation_id", "C-1"), ("channel", "slack"),
         ]
     )  # fmt: skip
     assert wanted.exact == {
         "status": "completed", "run_id": run, "workflow_id": workflow, "version": 3, "trigger": "manual",
-        "enrollment_key": "k", "account_id": "acme", "parent_run_id": parent,
+        "enrollment_key": "k", "account_id": "acme", "parent_run_id": parent, "conversation_id": "C-1",
+        "channel": "slack",
     }  # fmt: skip
     assert wanted.state == {"tier": "gold"}
     assert wanted.ranges == (
@@ -88,3 +90,28 @@ def test_a_malformed_value_is_named_with_what_was_expected(name: str, value: str
 def test_a_parameter_given_twice_is_refused() -> None:
     with pytest.raises(ConfigError, match="given twice"):
         parse_run_filter([("status", "completed"), ("status", "failed")])
+
+
+@pytest.mark.parametrize(
+    ("given", "field"),
+    [
+        ("T-1", "conversation"),
+        ({"channel": "slack"}, "conversation.id"),
+        ({"id": "T-1"}, "conversation.channel"),
+        ({"id": "T-1", "channel": "Slack"}, "conversation.channel"),
+        ({"id": "", "channel": "slack"}, "conversation.id"),
+        ({"id": "T-1", "channel": "slack", "title": "x" * 301}, "conversation.title"),
+        ({"id": "T-1", "channel": "slack", "who": "lee"}, "conversation.who"),
+        ({"id": "T\x001", "channel": "slack"}, "conversation.id"),
+    ],
+)
+def test_a_conversation_is_checked_field_by_field(given: object, field: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        check_conversation(given)
+    assert info.value.code == "conversation_invalid" and info.value.info.details["field"] == field
+
+
+def test_a_good_conversation_is_kept_as_given() -> None:
+    assert check_conversation({"id": "T-1", "channel": "zendesk"}) == {"id": "T-1", "channel": "zendesk"}
+    assert check_conversation({"id": "T-1", "channel": "web", "title": "Hi"})["title"] == "Hi"
+    assert check_conversation(None) is None

@@ -65,5 +65,8 @@ async def message_employee(
         )
     conversation = body.conversation_id or str(uuid.uuid4())
     payload = {"message": body.message, "conversation_id": conversation}
-    run = await engine.start_run(workflow.id, payload, workspace_id=workspace)
+    started = await engine.start_run_once(
+        workflow.id, payload, conversation={"id": conversation, "channel": "api"}, workspace_id=workspace
+    )
+    run = started.run
     return EmployeeReply(run_id=run.id, conversation_id=conversation, stream=f"/api/runs/{run.id}/stream")

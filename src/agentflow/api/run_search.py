@@ -19,7 +19,8 @@ async def search_runs(request: Request, engine: EngineDep, workspace: WorkspaceD
     Exact: ``status``, ``run_id``, ``workflow_id``, ``version``, ``trigger`` (event, public,
     private, schedule, manual), ``enrollment_key``, ``account_id``, ``parent_run_id``,
     ``model`` (called it at least once, as ``provider:model``), ``employee`` (runs of the
-    employee of that name); run
+    employee of that name), ``conversation_id`` and ``channel`` (the conversation the run was
+    started for); run
     variables: ``state[key]=value`` (text comparison); ranges: ``started``, ``ended``,
     ``created`` (ISO 8601 with offset), ``duration`` (ms), ``tokens``, ``usd``, each with
     ``[gte]``, ``[lte]``, ``[gt]`` or ``[lt]``. ``loop_of=<run>`` lists a run's loop items

@@ -132,6 +132,7 @@ async def start_run(
         start_from=request.start_from_node,
         inputs=request.inputs,
         idempotency_key=idempotency_key or request.idempotency_key,
+        conversation=request.conversation.model_dump(exclude_none=True) if request.conversation else None,
         workspace_id=workspace,
     )
     response.headers["Location"] = f"/api/ai/workflows/{workflow.id}/runs/{started.run.id}"

@@ -9,6 +9,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
+from agentflow.api.openapi import NO_NUL
 from agentflow.core.statuses import RunStatus
 from agentflow.runtime import tracing
 
@@ -81,6 +82,20 @@ class Published(BaseModel):
     created: bool
 
 
+class Conversation(BaseModel):
+    """The conversation a run answers: a chat thread, a ticket, an email exchange."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1, max_length=200, pattern=NO_NUL, examples=["T-4711"])
+    channel: str = Field(
+        pattern=r"^[a-z0-9][a-z0-9_.-]{0,49}$",
+        examples=["slack"],
+        description="slack, email, web, zendesk ...",
+    )
+    title: str | None = Field(default=None, min_length=1, max_length=300, pattern=NO_NUL)
+
+
 class StartRun(BaseModel):
     """Start a run manually."""
 
@@ -103,6 +118,9 @@ class StartRun(BaseModel):
         description="Start at this node instead of the first; ``inputs`` is its ``{{ input }}``.",
     )
     inputs: Any = Field(default=None, description="The ``{{ input }}`` of ``start_from_node``.")
+    conversation: Conversation | None = Field(
+        default=None, description="What the run answers; runs are listed by its id and channel."
+    )
     idempotency_key: str | None = Field(
         default=None,
         min_length=1,
@@ -176,6 +194,9 @@ class Run(_Out):
         " `event` (with `debounced.events` when a debounce window started it); null for manual runs.",
     )
     account_id: str | None = Field(default=None, description="The account the run is about.")
+    conversation: dict[str, Any] | None = Field(
+        default=None, description="The conversation the run answers: `id`, `channel`, `title`."
+    )
     costs: list[dict[str, Any]] | None = Field(
         default=None,
         description="Model use per model (`key_type`): input, output and cached input tokens, USD, calls.",

@@ -87,6 +87,7 @@ class RunRecord(_FromRow):
     item_index: int | None = None  # a loop item: its place in the loop's list
     caller_node: str | None = None  # a run_workflow's child: the parent's node that started it
     trace_parent: str | None = None  # W3C traceparent of the span that started it (runtime.tracing)
+    conversation: dict[str, Any] | None = None  # what it answers: {id, channel, title} (seed 002)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", RunStatus(self.status))

@@ -81,7 +81,7 @@ def _number(name: str, text: str) -> Decimal:
     return value
 
 
-_EXACT_TEXT = ("enrollment_key", "account_id", "model", "employee")
+_EXACT_TEXT = ("enrollment_key", "account_id", "model", "employee", "conversation_id", "channel")
 _RANGE_PARSERS = {"started": _time, "ended": _time, "created": _time, "duration": _number, "tokens": _number,
                   "usd": _number}  # fmt: skip
 
@@ -153,7 +153,7 @@ def _invalid(name: str, value: str, expected: str) -> ConfigError:
 def _unknown(name: str, with_workflow: bool) -> ConfigError:
     known = [
         "status", "run_id", "version", "trigger", "enrollment_key", "account_id", "model", "employee",
-        "parent_run_id", "loop_of",
+        "conversation_id", "channel", "parent_run_id", "loop_of",
         "state[key]", *(f"{r}[gte|lte|gt|lt]" for r in _RANGE_PARSERS), "limit", "before", "exclude",
     ]  # fmt: skip
     if with_workflow:

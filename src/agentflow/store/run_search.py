@@ -16,6 +16,10 @@ from agentflow.core.run_filters import RANGE_OPS, RunFilter
 _EXACT = {
     "status": "status", "run_id": "id", "workflow_id": "workflow_id", "version": "workflow_version",
     "enrollment_key": "enrollment_key", "account_id": "account_id", "parent_run_id": "parent_run_id",
+    # The conversation's fields, as the partial indexes runs_by_conversation and runs_by_channel
+    # name them (the NOT NULL lets the planner use them).
+    "conversation_id": "conversation IS NOT NULL AND conversation->>'id'",
+    "channel": "conversation IS NOT NULL AND conversation->>'channel'",
 }  # fmt: skip
 _RANGES = {
     "started": "started_at",

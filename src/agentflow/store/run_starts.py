@@ -18,8 +18,9 @@ from agentflow.store.database import WAKE_CHANNEL
 _START = f"""
 WITH ins AS (
     INSERT INTO runs (workspace_id, id, workflow_id, workflow_version, status, input, state,
-                      enrollment_key, parent_run_id, due_at, start_key, start_hash, trace_parent)
-    VALUES ($1, $2, $3, $4, 'created', $5, $6, $7, $8, now(), $9, $10, $11)
+                      enrollment_key, parent_run_id, due_at, start_key, start_hash, trace_parent,
+                      conversation)
+    VALUES ($1, $2, $3, $4, 'created', $5, $6, $7, $8, now(), $9, $10, $11, $12)
     ON CONFLICT (workspace_id, workflow_id, start_key) WHERE start_key IS NOT NULL DO NOTHING
     RETURNING *
 )
@@ -31,8 +32,9 @@ _STARTED = "SELECT * FROM runs WHERE workspace_id = $1 AND workflow_id = $2 AND 
 _START_IF = f"""
 WITH ins AS (
     INSERT INTO runs (workspace_id, id, workflow_id, workflow_version, status, input, state,
-                      enrollment_key, parent_run_id, due_at, start_key, start_hash, trace_parent)
-    SELECT $1, $2, $3, $4, 'created', $5, $6, $7, $8, now(), $9, $10, $13
+                      enrollment_key, parent_run_id, due_at, start_key, start_hash, trace_parent,
+                      conversation)
+    SELECT $1, $2, $3, $4, 'created', $5, $6, $7, $8, now(), $9, $10, $13, $14
     FROM workflows w
     WHERE w.workspace_id = $1 AND w.id = $3 AND ($11 IS NOT TRUE OR w.latest_version = $4)
       AND w.archived_at IS NULL
@@ -57,6 +59,7 @@ async def start_if_current(
     latest: bool,
     name: str | None,
     trace_parent: str | None = None,
+    conversation: dict[str, Any] | None = None,
 ) -> RunRecord | None:
     """Insert a ready run on ``version`` in one statement, if the workflow is still as the
     caller last saw it: it exists, is still called ``name`` (when given) and, with ``latest``,
@@ -68,7 +71,7 @@ async def start_if_current(
     row = await pool.fetchrow(
         _START_IF, workspace_id, run_id, version.workflow_id, version.version, payload, state,
         enrollment_key, None, key.key if key else None, key.hash if key else None, latest, name,
-        trace_parent,
+        trace_parent, conversation,
     )  # fmt: skip
     return RunRecord.from_row(row) if row is not None else None
 
@@ -103,6 +106,7 @@ async def start_once(
     parent_run_id: UUID | None = None,
     key: StartKey | None = None,
     trace_parent: str | None = None,
+    conversation: dict[str, Any] | None = None,
 ) -> Started:
     """Insert a ready run, unless a run of the workflow already has ``key``: then that run.
 
@@ -111,7 +115,7 @@ async def start_once(
     """
     args = (workspace_id, run_id, workflow_id, version, payload, state, enrollment_key, parent_run_id)
     row = await pool.fetchrow(
-        _START, *args, key.key if key else None, key.hash if key else None, trace_parent
+        _START, *args, key.key if key else None, key.hash if key else None, trace_parent, conversation
     )
     if row is not None:
         return Started(RunRecord.from_row(row))
@@ -119,5 +123,5 @@ async def start_once(
     earlier = await pool.fetchrow(_STARTED, workspace_id, workflow_id, key.key)
     if earlier is None:  # deleted by retention between the two statements: start afresh
         return await start_once(pool, workspace_id, run_id, workflow_id, version, payload, state,
-                                enrollment_key, parent_run_id, key, trace_parent)  # fmt: skip
+                                enrollment_key, parent_run_id, key, trace_parent, conversation)  # fmt: skip
     return Started(RunRecord.from_row(earlier), replayed=True, start_hash=earlier["start_hash"])
