@@ -44,6 +44,7 @@ def renewal_review() -> dict[str, Any]:
                 "assignment": "Assess the renewal risk of {{ payload.account }}.",
                 "attachments": [{"title": "usage", "text": "{{ payload.usage }}"}],
                 "response_schema": VERDICT,
+                "conversation_id": "renewal-{{ payload.account }}",
             },
             {"id": "done", "type": "finish", "output": "{{ input.data.risk }}: {{ input.summary }}"},
         ],
@@ -82,12 +83,16 @@ async def test_a_graph_assigns_work_to_an_employee_and_goes_on_with_its_validate
     assert done.status == "completed", done.error
     assert done.output == "high: high risk"
     child = await engine.db.pool.fetchrow(
-        "SELECT r.id, r.input, w.name FROM runs r JOIN workflows w ON w.id = r.workflow_id WHERE r.parent_run_id = $1",
+        "SELECT r.id, r.input, r.conversation, w.name FROM runs r JOIN workflows w ON w.id = r.workflow_id"
+        " WHERE r.parent_run_id = $1",
         run.id,
     )
     assert child["name"] == "analyst"
     assert child["input"]["assignment"] == "Assess the renewal risk of Acme."
     assert child["input"]["attachments"] == [{"title": "usage", "text": "usage dropped 40%"}]
+    assert child["conversation"] == {"id": "renewal-Acme", "channel": "workflow"}, (
+        "the talk is found by its id"
+    )
     first = analyst.requests[0]
     assert "You are Rae, the renewal analyst." in first.messages[0].content, "the persona is its objective"
     complete = next(t for t in first.tools if t.name == "complete")

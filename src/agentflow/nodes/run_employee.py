@@ -48,10 +48,13 @@ class RunEmployeeRunner(BaseRunner):
         }
         if node.attachments is not None:
             payload["attachments"] = await env.render(node.attachments, node.id, "attachments")
+        conversation = None
         if node.conversation_id is not None:
             payload["conversation_id"] = str(
                 await env.render(node.conversation_id, node.id, "conversation_id")
             )
+            # The run records it too (GET /api/runs?conversation_id=...): a talk a workflow holds.
+            conversation = {"id": payload["conversation_id"][:200], "channel": "workflow"}
         state = planner.initial_state(callee.config)
         if node.response_schema is not None:
             state[RESPONSE_SCHEMA] = node.response_schema
@@ -64,5 +67,7 @@ class RunEmployeeRunner(BaseRunner):
             "input": payload,
             "caller_node": node.id,
         }
+        if conversation is not None:
+            child_run["conversation"] = conversation
         result = NodeResult(output=started, child_state=state, child_run=child_run)
         return {**started, "input": payload}, result

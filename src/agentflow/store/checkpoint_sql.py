@@ -118,7 +118,8 @@ APPROVAL = """, a AS (
 # trace_parent: the parent run's span, when the worker traces (runtime.tracing).
 CHILDREN = """, k AS (
     INSERT INTO runs (workspace_id, id, workflow_id, workflow_version, status, input, state,
-                      parent_run_id, parent_step, item_index, due_at, caller_node, trace_parent)
+                      parent_run_id, parent_step, item_index, due_at, caller_node, trace_parent,
+                      conversation)
     SELECT r.workspace_id, coalesce((x.doc->>'id')::uuid, gen_random_uuid()),
            coalesce((x.doc->>'workflow_id')::uuid, p.workflow_id),
            coalesce((x.doc->>'workflow_version')::int, p.workflow_version), 'created',
@@ -127,7 +128,7 @@ CHILDREN = """, k AS (
            CASE WHEN (x.doc->>'detached')::boolean THEN NULL ELSE $13::int END,
            CASE WHEN (x.doc->>'detached')::boolean THEN NULL ELSE (x.doc->>'item_index')::int END,
            CASE WHEN (x.doc->>'released')::boolean THEN now() ELSE 'infinity' END,
-           x.doc->>'caller_node', x.doc->>'trace_parent'
+           x.doc->>'caller_node', x.doc->>'trace_parent', x.doc->'conversation'
     FROM r JOIN runs p ON p.workspace_id = r.workspace_id AND p.id = r.id,
          jsonb_array_elements($CHILDREN::jsonb) AS x(doc)
     -- One per item (runs_one_child_per_item), or per id for a detached child.
