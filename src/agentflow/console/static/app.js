@@ -5,6 +5,7 @@ import { ApiError, api } from "./api.js";
 import { h } from "./dom.js";
 import { lifecycleSection } from "./lifecycle.js";
 import { heldReplies, repliesBlock } from "./replies.js";
+import { runMovesSection } from "./run_moves.js";
 
 const main = document.getElementById("main");
 const ACTIVE = new Set(["created", "in_progress", "waiting", "suspended"]);
@@ -132,6 +133,7 @@ async function workflowView(name) {
         h("h2", {}, "Recent runs"), runTable(runs))),
     versionsSection(workflow, versions),
     await lifecycleSection(workflow, { problems, toast, changed: route, deleted: () => (location.hash = "#/workflows") }),
+    workflow.latest_version > 1 && !workflow.archived_at ? runMovesSection(workflow, { problems, toast }) : null,
   ];
 }
 

@@ -1,6 +1,7 @@
-"""Held replies in the console's inbox (issue 14): a free-text reply the model could not
-settle shows on its request's card, with who sent it and why it was held, and the person who
-reads it answers the request there (a real browser, a real SMTP server, the reply over HTTP)."""
+"""The console's newer parts in a real browser: held replies on the inbox's request cards
+(issue 14: who wrote them and why they were held; the person who reads one answers there; a
+real SMTP server, the reply over HTTP), and parked runs moved to a workflow's latest version
+from its page (issue 15)."""
 
 from __future__ import annotations
 
@@ -68,3 +69,30 @@ async def test_a_held_reply_shows_on_its_request_in_the_inbox(
         finally:
             await engine.close()
     assert done.output == "refunded by lee@example.com"
+
+
+async def test_parked_runs_are_moved_to_the_latest_version_from_the_workflows_page(
+    engine: Engine, browser: Browser
+) -> None:
+    """A run waiting for a person on v1 is moved to v2 from the workflow's page: a preview says
+    what would move, then the move is made (and the run then answers with v2's nodes)."""
+    await engine.publish_workflow(yaml.safe_load(APPROVAL_YAML))
+    async with running_worker(engine), serve(create_app(engine)) as base:
+        run = await engine.start_run("refund", {"amount": 5})
+        for _ in range(300):
+            if (await engine.get_run(run.id)).status == "waiting":
+                break
+            await asyncio.sleep(0.05)
+        await engine.publish_workflow(yaml.safe_load(APPROVAL_YAML.replace("refunded by", "paid back by")))
+        page = await browser.new_page()
+        await page.goto(base + "/#/workflows/refund")
+        await page.click("#migrate-preview")
+        await expect(page.locator("#migrate-summary")).to_have_text("1 run(s) would move to v2, 0 cannot")
+        assert (await engine.get_run(run.id)).workflow_version == 1, "a preview moves nothing"
+        await page.click("#migrate")
+        await expect(page.locator("#migrate-summary")).to_have_text("1 run(s) moved to v2, 0 cannot")
+        await shot(page, "11-runs-moved")
+        (request,) = await engine.requests.list(run_id=run.id)
+        await engine.requests.respond(request["id"], approved=True, responded_by="lee")
+        done = await engine.wait_for_run(run.id, timeout=30)
+    assert done.workflow_version == 2 and done.output == "paid back by lee"
