@@ -62,27 +62,46 @@ async def test_runs_carry_their_conversation_and_are_found_by_its_id_and_channel
 
 
 async def test_the_filters_match_their_indexes(engine: Engine) -> None:
-    """With sequential scans off, the planner answers each filter from its partial index: the
-    filter's SQL and the index's expression agree (a mismatch would scan the table)."""
+    """With sequential scans off and the other conversation index out of the way (dropped in a
+    transaction that is rolled back), the planner answers each filter from its own partial
+    index, with the filter's expression as the index condition: the filter's SQL and the
+    index's expression agree (a mismatch would leave it a mere filter)."""
     await engine.publish_workflow(FLOW)
     await engine.start_run_once("answer", {}, conversation={"id": "C-1", "channel": "slack"})
+    plans: dict[str, str] = {}
     async with engine.db.pool.acquire() as conn:
         await conn.execute("SET enable_seqscan = off")
-        plans: list[str] = []
+        for name, value, index, other in (
+            ("conversation_id", "C-1", "runs_by_conversation", "runs_by_channel"),
+            ("channel", "slack", "runs_by_channel", "runs_by_conversation"),
+        ):
+            tr = conn.transaction()
+            await tr.start()
+            try:
+                await conn.execute(f"DROP INDEX {other}")
 
-        class Explaining:
-            """The connection, each query explained before it runs."""
+                class Explaining:
+                    """The connection, each query explained before it runs."""
 
-            async def fetch(self, sql: str, *args: Any) -> list[Any]:
-                plans.append("\n".join(r[0] for r in await conn.fetch("EXPLAIN " + sql, *args)))
-                return list(await conn.fetch(sql, *args))
+                    async def fetch(self, sql: str, *args: Any, _name: str = name) -> list[Any]:
+                        rows = await conn.fetch("EXPLAIN " + sql, *args)
+                        plans[_name] = "\n".join(r[0] for r in rows)
+                        return list(await conn.fetch(sql, *args))
 
-        for name, value in (("conversation_id", "C-1"), ("channel", "slack")):
-            wanted = parse_run_filter([(name, value)])
-            found = await run_search.search_runs(Explaining(), DEFAULT_WORKSPACE, wanted)  # type: ignore[arg-type]
-            assert len(found) == 1, name
-    assert "runs_by_conversation" in plans[0], plans[0]
-    assert "runs_by_channel" in plans[1], plans[1]
+                wanted = parse_run_filter([(name, value)])
+                found = await run_search.search_runs(Explaining(), DEFAULT_WORKSPACE, wanted)  # type: ignore[arg-type]
+                assert len(found) == 1, name
+                assert f"using {index} on runs" in plans[name], plans[name]
+            finally:
+                await tr.rollback()
+        await conn.execute("RESET enable_seqscan")
+    expression = {
+        "conversation_id": "(conversation ->> 'id'::text) =",
+        "channel": "(conversation ->> 'channel'::text) =",
+    }
+    for name, plan in plans.items():
+        cond = [line for line in plan.splitlines() if "Index Cond" in line]
+        assert cond and expression[name] in cond[0], plan
 
 
 async def test_an_idempotent_start_counts_the_conversation_and_bad_input_is_named(engine: Engine) -> None:
