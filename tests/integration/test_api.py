@@ -245,6 +245,9 @@ async def test_unknown_and_malformed_ids_are_404(client: httpx.AsyncClient) -> N
     assert error_code(start_unknown, 404) == "workflow_not_found"
     assert error_code(await client.get("/api/ai/nothing"), 404) == "not_found"
     assert error_code(await client.delete(WORKFLOWS), 405) == "method_not_allowed"
+    # A path served by two routes (GET and PUT) names both methods.
+    refused = await client.delete("/api/accounts/acct-1")
+    assert error_code(refused, 405) == "method_not_allowed" and refused.headers["allow"] == "GET, PUT"
     assert (await client.get(f"{WORKFLOWS}/sum/runs/{run['id']}")).json()["status"] == "created"
 
 

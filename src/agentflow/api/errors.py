@@ -14,6 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from agentflow.api.route_table import api_routes
 from agentflow.core.errors import AgentflowError, ErrorInfo
 from agentflow.store.database import UNAVAILABLE_ERRORS, unavailable
 
@@ -123,10 +124,9 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
 
 def _allowed_methods(request: Request) -> list[str]:
     methods: set[str] = set()
-    for route in request.app.router.routes:
-        pattern = getattr(route, "path_regex", None)
-        if pattern is not None and pattern.match(request.scope["path"]) and getattr(route, "methods", None):
-            methods.update(route.methods)
+    for entry in api_routes(request.app.router.routes):
+        if entry.pattern.match(request.scope["path"]):
+            methods.update(entry.methods)
     return sorted(methods)
 
 
