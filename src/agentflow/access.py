@@ -7,6 +7,7 @@ time; revoked keys stop working at once.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
@@ -18,6 +19,16 @@ from agentflow.store import access
 from agentflow.store.database import Database
 
 _KINDS = ("api", "trigger")
+
+
+@dataclass(frozen=True)
+class KeyHolder:
+    """Who presented a key: its workspace, role, id and name."""
+
+    workspace_id: UUID
+    role: Role
+    key_id: str
+    name: str
 
 
 class AccessKeys:
@@ -73,7 +84,12 @@ class AccessKeys:
         return workspace
 
     async def authenticate_with_role(self, token: str, kind: KeyKind) -> tuple[UUID, Role]:
-        """The workspace and role of a presented key.
+        """The workspace and role of a presented key (see ``authenticate_holder``)."""
+        holder = await self.authenticate_holder(token, kind)
+        return holder.workspace_id, holder.role
+
+    async def authenticate_holder(self, token: str, kind: KeyKind) -> KeyHolder:
+        """The key a presented token is: its workspace, role, id and name.
 
         Raises:
             AuthError: ``unauthorized`` when the token is not a live key of ``kind``.
@@ -92,6 +108,4 @@ class AccessKeys:
             )
         if row["stale"]:
             await access.touch_key(self.db.pool, row["id"])
-        workspace: UUID = row["workspace_id"]
-        role: Role = row["role"]
-        return workspace, role
+        return KeyHolder(row["workspace_id"], row["role"], row["id"], row["name"])

@@ -38,6 +38,8 @@ class Settings(BaseSettings):
         run_retention_days: workers delete finished runs (with their steps) this many days
             after they ended, once an hour, in workspaces that set no retention of their own
             (0, the default: keep them).
+        audit_retention_days: workers delete audit log entries this many days old, once an
+            hour (0: keep them; the default keeps 400 days, a year and a bit).
         api_auth: ``required``: every API call needs a workspace API key (``Authorization:
             Bearer afk_...``); ``optional``: a key, when sent, selects its workspace, else the
             ``X-Agentflow-Workspace`` header does; ``auto`` (default): ``required`` unless
@@ -124,6 +126,7 @@ class Settings(BaseSettings):
     port: int = Field(default=8000, ge=0, le=65535)
     event_retention_hours: float = Field(default=720.0, ge=0)
     run_retention_days: int = Field(default=0, ge=0, le=36500)
+    audit_retention_days: int = Field(default=400, ge=0, le=36500)
     api_auth: Literal["auto", "required", "optional"] = "auto"
     allowed_hosts: str = ""
     cors_origins: str = ""

@@ -248,6 +248,9 @@ async def test_unknown_and_malformed_ids_are_404(client: httpx.AsyncClient) -> N
     # A path served by two routes (GET and PUT) names both methods.
     refused = await client.delete("/api/accounts/acct-1")
     assert error_code(refused, 405) == "method_not_allowed" and refused.headers["allow"] == "GET, PUT"
+    # Where templates overlap, the path's own route: /plan is not a document id.
+    refused = await client.put("/api/knowledge/plan")
+    assert error_code(refused, 405) == "method_not_allowed" and refused.headers["allow"] == "GET"
     assert (await client.get(f"{WORKFLOWS}/sum/runs/{run['id']}")).json()["status"] == "created"
 
 

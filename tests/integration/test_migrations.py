@@ -106,6 +106,10 @@ DECLARED_COLUMNS = {
     "knowledge_documents": {
         "workspace_id", "id", "title", "source", "tags", "body", "content_hash", "created_at", "updated_at",
     },
+    "audit_log": {
+        "workspace_id", "id", "at", "actor", "actor_name", "role", "action", "method", "route", "target", "status",
+        "finished_at",
+    },
     # embedding: only where pgvector is available (the embedded test server has it).
     "knowledge_chunks": {"workspace_id", "document_id", "n", "heading", "body", "tsv", "embedding"},
 }  # fmt: skip
@@ -122,6 +126,7 @@ DECLARED_INDEXES = {
     "dispatch_misses_by_workflow": "USING gin (workflow_ids)",
     "runs_finished": "(workspace_id, COALESCE(completed_at, canceled_at, created_at)) WHERE",
     "workflow_versions_refs": "USING gin (refs)",
+    "audit_by_workflow": "WHERE (target ? 'workflow_id'::text)",
     "workflow_versions_refs_missing": "(workspace_id) WHERE (refs IS NULL)",
     "request_replies_unread": "(due_at) WHERE (outcome IS NULL)",
     "runs_by_conversation": "((conversation ->> 'id'::text)), created_at) WHERE (conversation IS NOT NULL)",

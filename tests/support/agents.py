@@ -11,7 +11,7 @@ from uuid import UUID
 
 from agentflow.core.chat import Message, ModelRequest, ToolCall
 from agentflow.core.records import RunRecord
-from agentflow.engine import Engine
+from agentflow.engine import DEFAULT_WORKSPACE, Engine
 from agentflow.llm.base import ModelProvider
 from agentflow.llm.scripted import ScriptedProvider
 from agentflow.runtime.worker import Worker
@@ -68,11 +68,15 @@ async def running_worker(
 
 
 async def until(
-    engine: Engine, run_id: UUID, check: Callable[[RunRecord], bool], timeout: float = 15.0
+    engine: Engine,
+    run_id: UUID,
+    check: Callable[[RunRecord], bool],
+    timeout: float = 15.0,
+    workspace_id: UUID = DEFAULT_WORKSPACE,
 ) -> RunRecord:
     deadline = time.monotonic() + timeout
     while True:
-        run = await engine.get_run(run_id)
+        run = await engine.get_run(run_id, workspace_id=workspace_id)
         if check(run):
             return run
         assert time.monotonic() < deadline, f"run stuck: {run.status} {run.status_reason} {run.error}"

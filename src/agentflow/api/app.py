@@ -11,6 +11,7 @@ from starlette.routing import Route
 import agentflow
 from agentflow.api import (
     accounts,
+    audit,
     compat_v2,
     console,
     credentials,
@@ -41,6 +42,7 @@ from agentflow.api import (
     workflows,
     workspaces,
 )
+from agentflow.api.audit_trail import AuditTrail
 from agentflow.api.browser_guard import BrowserGuard, HttpPolicy
 from agentflow.api.deps import WORKSPACE_HEADER
 from agentflow.api.guards import BODY_TIMEOUT_SECONDS, MAX_BODY_BYTES, BodyGuard, CatchAll
@@ -116,6 +118,7 @@ def create_app(
         requests,
         replies,
         people,
+        audit,
         resources,
         memory,
         employees,
@@ -129,7 +132,8 @@ def create_app(
     # MCP over streamable HTTP (a plain route: no lifespan to run, and /mcp itself, not /mcp/).
     app.router.routes.append(Route("/mcp", mcp_app(engine, auth, policy=policy)))
     # Middleware added last runs first: CatchAll, BrowserGuard, (CORS), BodyGuard, TraceContext,
-    # the routes.
+    # AuditTrail, the routes.
+    app.add_middleware(AuditTrail)
     app.add_middleware(TraceContext)
     app.add_middleware(BodyGuard, max_bytes=max_body_bytes, timeout=body_timeout)
     if policy.cors_origins:

@@ -13,9 +13,10 @@ from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentflow.api.audit_trail import note
 from agentflow.api.deps import EngineDep, WorkspaceDep
 from agentflow.api.schemas import ERROR_RESPONSES, ErrorResponse, conflict
 from agentflow.core.credentials import (
@@ -146,8 +147,11 @@ def _name(value: str) -> str:
     responses=conflict(f"`credential_exists`, {_KEY_MISSING}"),
     openapi_extra={"requestBody": {"content": {"application/json": {"example": _EXAMPLE}}}},
 )
-async def create_credential(body: CredentialCreate, engine: EngineDep, workspace: WorkspaceDep) -> Credential:
+async def create_credential(
+    body: CredentialCreate, request: Request, engine: EngineDep, workspace: WorkspaceDep
+) -> Credential:
     """Store a new credential; its secret is sealed and never shown again."""
+    note(request, name=body.name)
     return _shown(await engine.credentials.create(body.name, body, workspace_id=workspace))
 
 

@@ -13,6 +13,7 @@ from uuid import UUID
 from fastapi import Depends, Header, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from agentflow.api.audit_trail import begin_entry
 from agentflow.api.browser_guard import keyless_refusal
 from agentflow.api.errors import ApiError
 from agentflow.api.schemas import MAX_VERSION
@@ -66,13 +67,17 @@ async def get_workspace(
     named = _workspace_header(workspace)
     if credentials is not None or "authorization" in request.headers:
         token = credentials.credentials if credentials is not None else ""
-        key_workspace, role = await get_engine(request).keys.authenticate_with_role(token, "api")
+        holder = await get_engine(request).keys.authenticate_holder(token, "api")
+        key_workspace, role = holder.workspace_id, holder.role
         if named is not None and named != key_workspace:
             raise ForbiddenError(
                 "workspace_mismatch",
                 f"the API key belongs to another workspace than {WORKSPACE_HEADER} names",
                 solution=f"Omit {WORKSPACE_HEADER}, or use a key of that workspace.",
             )
+        await begin_entry(
+            request, key_workspace, actor=f"key:{holder.key_id}", actor_name=holder.name, role=role
+        )
         _check_role(request, role)
         request.state.role, request.state.keyed = role, True
         return key_workspace
@@ -89,15 +94,16 @@ async def get_workspace(
             refusal,
             solution="Send 'Authorization: Bearer afk_...' (create a key with 'agentflow keys create').",
         )
-    if named is None or named == DEFAULT_WORKSPACE:
-        return DEFAULT_WORKSPACE
-    if not await workspaces.exists(get_engine(request).db.pool, named):
+    pool = get_engine(request).db.pool
+    if named not in (None, DEFAULT_WORKSPACE) and not await workspaces.exists(pool, named):
         raise NotFoundError(
             "workspace_not_found",
             f"no workspace {named} (named by {WORKSPACE_HEADER})",
             solution=f"Send the id of an existing workspace, or omit {WORKSPACE_HEADER} for the default one.",
         )
-    return named
+    chosen = named or DEFAULT_WORKSPACE
+    await begin_entry(request, chosen, actor="local", actor_name=None, role="admin")
+    return chosen
 
 
 def _check_role(request: Request, role: Role) -> None:

@@ -123,11 +123,11 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 def _allowed_methods(request: Request) -> list[str]:
-    methods: set[str] = set()
-    for entry in api_routes(request.app.router.routes):
-        if entry.pattern.match(request.scope["path"]):
-            methods.update(entry.methods)
-    return sorted(methods)
+    # The path's own routes: where templates overlap (/api/knowledge/plan and
+    # /api/knowledge/{document_id}), the one naming more of the path literally is its resource.
+    matching = [e for e in api_routes(request.app.router.routes) if e.pattern.match(request.scope["path"])]
+    fewest = min((e.path.count("{") for e in matching), default=0)
+    return sorted({m for e in matching if e.path.count("{") == fewest for m in e.methods})
 
 
 async def _database_unavailable(request: Request, exc: Exception) -> JSONResponse:

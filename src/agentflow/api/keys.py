@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentflow.api.audit_trail import note
 from agentflow.api.deps import EngineDep, WorkspaceDep
 from agentflow.api.schemas import ERROR_RESPONSES
 from agentflow.core.access_keys import NAME_PATTERN
@@ -57,9 +58,10 @@ class KeyList(BaseModel):
 
 
 @router.post("", response_model=CreatedKey, status_code=201, summary="Create a key")
-async def create_key(body: KeyIn, engine: EngineDep, workspace: WorkspaceDep) -> CreatedKey:
+async def create_key(body: KeyIn, request: Request, engine: EngineDep, workspace: WorkspaceDep) -> CreatedKey:
     """Create a key; its token is in this answer only."""
     record, token = await engine.keys.create(body.kind, body.name, role=body.role, workspace_id=workspace)
+    note(request, key_id=record["id"], name=body.name, role=body.role)
     return CreatedKey(**record, key=token)
 
 

@@ -10,9 +10,10 @@ from datetime import datetime
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentflow.api.audit_trail import note
 from agentflow.api.deps import EngineDep, WorkspaceDep
 from agentflow.api.schemas import ERROR_RESPONSES, conflict
 from agentflow.knowledge.documents import MAX_LIMIT
@@ -120,10 +121,13 @@ async def list_documents(engine: EngineDep, workspace: WorkspaceDep) -> Document
 
 
 @router.post("", response_model=Document, status_code=201, summary="Add a knowledge document")
-async def add_document(body: DocumentIn, engine: EngineDep, workspace: WorkspaceDep) -> Document:
+async def add_document(
+    body: DocumentIn, request: Request, engine: EngineDep, workspace: WorkspaceDep
+) -> Document:
     """Store a document (replacing the one with the same title; the same content writes
     nothing). 422 ``knowledge_invalid`` lists each offending field."""
     record = await engine.knowledge.add(body.title, body.body, tags=body.tags, workspace_id=workspace)
+    note(request, document_id=record.id, title=body.title)
     return Document.model_validate(record)
 
 

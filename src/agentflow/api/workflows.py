@@ -8,9 +8,10 @@ from typing import Annotated, Any
 from uuid import UUID
 
 import asyncpg
-from fastapi import APIRouter, Body, Query, Response
+from fastapi import APIRouter, Body, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentflow.api.audit_trail import note
 from agentflow.api.deps import EngineDep, WorkspaceDep, version_ref, workflow_ref
 from agentflow.api.errors import ApiError
 from agentflow.api.schemas import (
@@ -77,6 +78,7 @@ _FORCE = Query(description="Do it even though other workflows use this one (they
 )
 async def change_flags(
     workflow_id: str,
+    request: Request,
     body: Annotated[FlagsChange, Body()],
     engine: EngineDep,
     workspace: WorkspaceDep,
@@ -89,6 +91,7 @@ async def change_flags(
         raise ConfigError(
             "nothing_to_change", "the body names no flag", solution="Send enabled, draft or archived."
         )
+    note(request, **body.model_dump(exclude_unset=True), **({"force": True} if force else {}))
     changed = await engine.set_flags(
         workflow_ref(workflow_id), draft=body.draft, enabled=body.enabled, archived=body.archived,
         force=force, workspace_id=workspace,
@@ -124,6 +127,7 @@ async def delete_workflow(
     },
 )
 async def publish_workflow(
+    request: Request,
     response: Response,
     engine: EngineDep,
     workspace: WorkspaceDep,
@@ -153,6 +157,7 @@ async def publish_workflow(
         raise NotFoundError(
             "workspace_not_found", f"workspace {workspace} does not exist", solution="Check the workspace id."
         ) from None
+    _note_published(request, published)
     if published.created:
         response.headers["Location"] = (
             f"{router.prefix}/{published.workflow.id}/versions/{published.version.version}"
@@ -284,15 +289,31 @@ async def diff_versions(
     responses={200: {"model": Published, "description": "Unchanged: the latest version has this config"}},
 )
 async def rollback(
-    workflow_id: str, body: Rollback, response: Response, engine: EngineDep, workspace: WorkspaceDep
+    workflow_id: str,
+    body: Rollback,
+    request: Request,
+    response: Response,
+    engine: EngineDep,
+    workspace: WorkspaceDep,
 ) -> Published:
     """Publish version ``version``'s config again, as the newest version (runs already started
     keep theirs); checked as any publish is. 200 when the latest already has that config."""
     old = await engine.get_version(workflow_ref(workflow_id), body.version, workspace_id=workspace)
     published = await engine.publish_workflow(old.config, workspace_id=workspace)
+    _note_published(request, published)
     if not published.created:
         response.status_code = 200
     return _answer(published)
+
+
+def _note_published(request: Request, published: PublishedRecord) -> None:
+    """Name the workflow and version in the request's audit entry."""
+    note(
+        request,
+        workflow_id=published.workflow.id,
+        workflow=published.workflow.name,
+        version=published.version.version,
+    )
 
 
 def _answer(published: PublishedRecord) -> Published:

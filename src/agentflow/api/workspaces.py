@@ -12,6 +12,7 @@ from uuid import UUID
 from fastapi import APIRouter, Body, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentflow.api.audit_trail import note
 from agentflow.api.deps import EngineDep, WorkspaceDep
 from agentflow.api.schemas import ERROR_RESPONSES, conflict
 from agentflow.core.access_keys import NAME_PATTERN
@@ -105,6 +106,7 @@ async def create_workspace(
             solution="Use an admin key of the default workspace, or the server's own host.",
         )
     created, token = await engine.workspaces.create(body.name)
+    note(request, workspace_id=created["id"], name=body.name)
     return CreatedWorkspace(**created, api_key=token)
 
 

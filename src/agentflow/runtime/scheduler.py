@@ -22,6 +22,7 @@ from agentflow.runtime.debouncer import close_windows
 from agentflow.runtime.lifecycle_listeners import LifecycleListeners
 from agentflow.runtime.reminders import ReminderScanner
 from agentflow.store import (
+    audit_log,
     debounce,
     decisions,
     events,
@@ -52,6 +53,8 @@ class Scheduler:
             a day, are deleted at the same pace whatever this is.
         run_retention_days: delete finished runs this many days old at the same pace, in
             workspaces that set no retention of their own (0: keep them).
+        audit_retention_days: delete audit log entries this many days old at the same pace
+            (0: keep them).
     """
 
     def __init__(
@@ -62,6 +65,7 @@ class Scheduler:
         batch_size: int = 50,
         retention: float | None = None,
         run_retention_days: int = 0,
+        audit_retention_days: int = 0,
         listeners: LifecycleListeners | None = None,
     ) -> None:
         self.db = db
@@ -69,6 +73,7 @@ class Scheduler:
         self.batch_size = batch_size
         self.retention = retention
         self.run_retention_days = run_retention_days
+        self.audit_retention_days = audit_retention_days
         self._stopping = asyncio.Event()
         self._configs = ConfigCache(db.pool)
         self._listeners = listeners or LifecycleListeners(db, self._configs)
@@ -135,6 +140,15 @@ class Scheduler:
             logger.info("retention: deleted %d finished run(s) of workspace %s", count, workspace_id)
         return pruned.total
 
+    async def prune_audit(self) -> int:
+        """Delete audit log entries past ``audit_retention_days`` now; return how many went."""
+        if not self.audit_retention_days:
+            return 0
+        deleted = await audit_log.prune(self.db.pool, self.audit_retention_days)
+        if deleted:
+            logger.info("retention: deleted %d audit log entr(ies)", deleted)
+        return deleted
+
     async def prune(self) -> tuple[int, int]:
         """Apply retention now: return (events, decisions) deleted."""
         if self.retention is None:
@@ -157,6 +171,7 @@ class Scheduler:
                     await self.expire_memory()
                     await self.expire_deltas()
                     await self.prune_runs()
+                    await self.prune_audit()
                     self._next_prune = time.monotonic() + PRUNE_EVERY
                 async with self.db.pool.acquire() as conn:
                     dues = [await schedules.seconds_to_next(conn), await debounce.seconds_to_next(conn)]

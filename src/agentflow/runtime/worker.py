@@ -156,6 +156,7 @@ class Worker:
                     if settings.event_retention_hours
                     else None,
                     run_retention_days=settings.run_retention_days,
+                    audit_retention_days=settings.audit_retention_days,
                     listeners=self._listeners,
                 ),
                 Gatekeeper(

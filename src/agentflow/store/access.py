@@ -31,7 +31,7 @@ async def insert_key(
 async def find_key(pool: asyncpg.Pool, key_id: str, kind: str) -> dict[str, Any] | None:
     """A live (not revoked) key by id and kind, with its secret hash."""
     row = await pool.fetchrow(
-        "SELECT id, workspace_id, role, secret_hash, last_used_at < now() - interval '60 seconds'"
+        "SELECT id, workspace_id, role, name, secret_hash, last_used_at < now() - interval '60 seconds'"
         " OR last_used_at IS NULL AS stale FROM access_keys"
         " WHERE id = $1 AND kind = $2 AND revoked_at IS NULL",
         key_id,

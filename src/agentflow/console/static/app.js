@@ -2,10 +2,12 @@
 // Everything the API sends is shown as text (textContent), never parsed as HTML.
 
 import { ApiError, api } from "./api.js";
+import { auditSection, auditView } from "./audit.js";
 import { h } from "./dom.js";
 import { lifecycleSection } from "./lifecycle.js";
 import { heldReplies, repliesBlock } from "./replies.js";
 import { runMovesSection } from "./run_moves.js";
+import { tasksView } from "./tasks.js";
 
 const main = document.getElementById("main");
 const ACTIVE = new Set(["created", "in_progress", "waiting", "suspended"]);
@@ -134,6 +136,7 @@ async function workflowView(name) {
     versionsSection(workflow, versions),
     await lifecycleSection(workflow, { problems, toast, changed: route, deleted: () => (location.hash = "#/workflows") }),
     workflow.latest_version > 1 && !workflow.archived_at ? runMovesSection(workflow, { problems, toast }) : null,
+    await auditSection(workflow),
   ];
 }
 
@@ -380,6 +383,8 @@ async function route() {
     else if (parts[0] === "runs" && parts[2]) nodes = await runView(parts[1], parts[2]);
     else if (parts[0] === "runs") nodes = await runsView(query || "");
     else if (parts[0] === "inbox") nodes = await inboxView();
+    else if (parts[0] === "tasks") nodes = await tasksView(query || "", { problems, toast, changed: route });
+    else if (parts[0] === "audit") nodes = await auditView(query || "");
     else nodes = await workflowsView(query || "");
   } catch (e) {
     if (!(e instanceof ApiError)) throw e;
