@@ -50,11 +50,42 @@ class Workflow(_Out):
     archived_at: datetime | None = Field(default=None, description="When it was archived (null: it is not).")
 
 
+class GraphNode(BaseModel):
+    """A node of a structured workflow's graph, as drawn."""
+
+    id: str
+    type: str = Field(examples=["condition"])
+    ports: list[str] = Field(description="Its output ports.", examples=[["true", "false"]])
+    attached_to: str | None = Field(
+        default=None, description="The node it is attached to (an agent's tool or memory), if any."
+    )
+
+
+class GraphLink(BaseModel):
+    """A link of the graph: from a node's port to a node."""
+
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
+
+    source: str = Field(alias="from")
+    port: str
+    to: str
+
+
+class WorkflowGraph(BaseModel):
+    """The graph the latest version of a structured workflow runs: its nodes and links (``next``,
+    ``edges`` and list order resolved), and where a run starts."""
+
+    nodes: list[GraphNode]
+    links: list[GraphLink]
+    entry: str | None
+
+
 class WorkflowDetail(Workflow):
-    """A workflow with the config of its latest version."""
+    """A workflow with the config of its latest version (and, for a structured one, its graph)."""
 
     config: dict[str, Any]
     content_hash: str
+    graph: WorkflowGraph | None = None
 
 
 class WorkflowList(BaseModel):

@@ -17,14 +17,19 @@ from agentflow.api.errors import ApiError
 from agentflow.api.schemas import (
     ERROR_RESPONSES,
     MAX_VERSION,
+    GraphLink,
+    GraphNode,
     Published,
     Version,
     Workflow,
     WorkflowDetail,
+    WorkflowGraph,
     WorkflowList,
     conflict,
 )
 from agentflow.core.config_diff import diff_configs, unified_yaml
+from agentflow.core.config_validation import validate_config
+from agentflow.core.definitions import StructuredConfig
 from agentflow.core.errors import ConfigError, NotFoundError
 from agentflow.store import workflows
 from agentflow.store.workflows import Published as PublishedRecord
@@ -176,6 +181,24 @@ async def get_workflow(workflow_id: str, engine: EngineDep, workspace: Workspace
         **Workflow.model_validate(workflow).model_dump(),
         config=latest.config,
         content_hash=latest.content_hash,
+        graph=_graph_of(latest.config),
+    )
+
+
+def _graph_of(document: dict[str, Any]) -> WorkflowGraph | None:
+    """The graph a stored structured config runs (None for other kinds)."""
+    config = validate_config(document, stored=True)
+    if not isinstance(config, StructuredConfig):
+        return None
+    graph = config.graph
+    owners = {attached: node.id for node in config.nodes for attached in node.attached_ids()}
+    return WorkflowGraph(
+        nodes=[
+            GraphNode(id=n.id, type=n.type, ports=list(n.output_ports()), attached_to=owners.get(n.id))
+            for n in config.nodes
+        ],
+        links=[GraphLink(source=link.source, port=link.port, to=link.target) for link in graph.links],
+        entry=graph.entry(),
     )
 
 

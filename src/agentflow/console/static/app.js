@@ -4,9 +4,12 @@
 import { ApiError, api } from "./api.js";
 import { auditSection, auditView } from "./audit.js";
 import { h } from "./dom.js";
+import { graphSection } from "./graph.js";
 import { lifecycleSection } from "./lifecycle.js";
 import { heldReplies, repliesBlock } from "./replies.js";
 import { runMovesSection } from "./run_moves.js";
+import { followList } from "./runs_live.js";
+import { readEvents } from "./sse.js";
 import { tasksView } from "./tasks.js";
 
 const main = document.getElementById("main");
@@ -133,6 +136,7 @@ async function workflowView(name) {
         h("label", { for: "payload" }, "Payload (JSON)"), payload,
         h("div", { class: "row" }, h("button", { class: "primary", id: "start", onclick: start }, "Start run")), startResult,
         h("h2", {}, "Recent runs"), runTable(runs))),
+    graphSection(workflow.graph),
     versionsSection(workflow, versions),
     await lifecycleSection(workflow, { problems, toast, changed: route, deleted: () => (location.hash = "#/workflows") }),
     workflow.latest_version > 1 && !workflow.archived_at ? runMovesSection(workflow, { problems, toast }) : null,
@@ -205,15 +209,18 @@ async function runsView(query) {
     }
     location.hash = "#/runs?" + wanted.toString(); // shareable: the filters live in the URL
   });
-  let body;
+  const body = h("div", { id: "run-list" });
   try {
     const { runs } = await api("GET", "/api/runs?" + params.toString());
-    body = runTable(runs);
+    body.append(runTable(runs));
   } catch (e) {
     if (!(e instanceof ApiError)) throw e;
-    body = problems(e);
+    return [h("h1", {}, "Runs"), form, problems(e)];
   }
-  return [h("h1", {}, "Runs"), form, body];
+  const nodes = [h("h1", {}, "Runs"), form, body];
+  // Live: the same list from GET /api/runs/stream, redrawn as its runs change.
+  nodes.live = (isCurrent) => followList("/api/runs/stream?" + params.toString(), (runs) => body.replaceChildren(runTable(runs)), isCurrent, () => (timer = setTimeout(route, 1000)));
+  return nodes;
 }
 
 async function runView(workflowId, runId) {
@@ -265,41 +272,19 @@ function runNodes(run, workflowId, runId) {
   return nodes;
 }
 
-// Read a run's server-sent events (fetch, so the API key goes in a header) and show each
-// change while this page is the one shown; when the stream fails, look again in a second.
+// Read a run's server-sent events and show each change while this page is the one shown;
+// when the stream fails, look again in a second.
 async function follow(path, mine, workflowId, runId) {
-  const headers = { Accept: "text/event-stream" };
-  const key = sessionStorage.getItem("agentflow.key");
-  if (key) headers.Authorization = "Bearer " + key;
+  let status = null; // the badge counts requests to people: recount when the run changes status
   try {
-    const response = await fetch(path, { headers });
-    if (!response.ok || !response.body) throw new Error("HTTP " + response.status);
-    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
-    let buffer = "";
-    let status = null; // the badge counts requests to people: recount when the run changes status
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done || mine !== navigation) {
-        reader.cancel().catch(() => {});
-        return;
+    await readEvents(path, (name, doc) => {
+      show(...runNodes(doc, workflowId, runId).filter((n) => n !== null && n !== undefined));
+      const now = doc && (doc.status || (doc.run && doc.run.status));
+      if (now !== status) {
+        status = now;
+        countInbox();
       }
-      buffer += value;
-      let cut;
-      while ((cut = buffer.indexOf("\n\n")) >= 0) {
-        const message = buffer.slice(0, cut);
-        buffer = buffer.slice(cut + 2);
-        const data = message.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)).join("\n");
-        if (data && mine === navigation) {
-          const doc = JSON.parse(data);
-          show(...runNodes(doc, workflowId, runId).filter((n) => n !== null && n !== undefined));
-          const now = doc && (doc.status || (doc.run && doc.run.status));
-          if (now !== status) {
-            status = now;
-            countInbox();
-          }
-        }
-      }
-    }
+    }, () => mine === navigation);
   } catch {
     if (mine === navigation) timer = setTimeout(route, 1000);
   }
@@ -394,6 +379,7 @@ async function route() {
   if (mine !== navigation) return;
   show(...nodes.flat().filter((n) => n !== null && n !== undefined));
   if (nodes.follow) follow(nodes.follow.path, mine, nodes.follow.workflowId, nodes.follow.runId);
+  if (nodes.live) nodes.live(() => mine === navigation);
   countInbox();
 }
 
