@@ -20,13 +20,14 @@ from datetime import UTC, datetime
 from uuid import UUID
 
 from agentflow.core.accounts import id_problem
+from agentflow.core.activity import Bucket, WorkflowCost, bucket_starts, costs, fill
 from agentflow.core.agent_config import Impact
 from agentflow.core.config_validation import validate_config
 from agentflow.core.definitions import NAME_PATTERN, AgentConfig
 from agentflow.core.errors import AgentflowError, ConfigError, NotFoundError
 from agentflow.core.ids import DEFAULT_WORKSPACE
 from agentflow.core.reports import ImpactFigures, ImpactReport, combine, parse_period
-from agentflow.store import reports, workflows
+from agentflow.store import activity, reports, workflows
 from agentflow.store.database import Database
 
 
@@ -94,6 +95,36 @@ class Reports:
             minutes=minutes,
             workflows=parts,
         )
+
+    async def activity(
+        self,
+        *,
+        since: datetime | str | None = "14d",
+        until: datetime | str | None = None,
+        interval: str = "day",
+        workflow: UUID | str | None = None,
+        workspace_id: UUID = DEFAULT_WORKSPACE,
+    ) -> tuple[list[Bucket], list[WorkflowCost], datetime, datetime]:
+        """Runs by status, tasks and cost per ``interval`` (``hour``/``day``) bucket of
+        ``[since, until)`` (bounds as for ``impact``; 14 days back to now by default), every
+        bucket present; and cost per workflow. Returns (buckets, costs, since, until).
+
+        Raises:
+            NotFoundError: ``workflow_not_found``.
+            ConfigError: ``report_period_invalid`` (a bad bound or interval, or over 400 buckets).
+        """
+        now = datetime.now(UTC)
+        start, end = parse_period(since or "14d", until, now)
+        start, end = start or now, end or now
+        starts = bucket_starts(start, end, interval)
+        workflow_id = await self._workflow_id(workflow, workspace_id) if workflow is not None else None
+        runs, created, completed = await activity.activity_rows(
+            self.db.pool, workspace_id, since=start, until=end, unit=interval, workflow_id=workflow_id
+        )
+        names = await activity.workflow_names(
+            self.db.pool, workspace_id, list({r["workflow_id"] for r in runs})
+        )
+        return fill(starts, runs, created, completed), costs(runs, names), start, end
 
     async def _workflow_id(self, ref: UUID | str, workspace_id: UUID) -> UUID:
         """The id of a workflow named by id or name (a malformed one names none)."""

@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.cli import CLI, ROOT
 
-WORKLOADS = {"W1", "W2", "W3", "W4", "G1", "W5", "E1", "E2", "E3", "A1", "L1", "P1"}
+WORKLOADS = {"W1", "W2", "W3", "W4", "G1", "W5", "E1", "E2", "E3", "A1", "L1", "P1", "S1"}
 
 
 @pytest.mark.slow
@@ -42,7 +42,7 @@ def test_quick_bench_reports_every_workload_and_the_floor(tmp_path: Path) -> Non
     assert report["settings"]["quick"] is True
 
     workloads = report["workloads"]
-    assert set(workloads) == WORKLOADS, "--quick runs W1-W4, G1, W5, E1-E3, A1, L1 and P1 (not W4-10k)"
+    assert set(workloads) == WORKLOADS, "--quick runs W1-W4, G1, W5, E1-E3, A1, L1, P1 and S1 (not W4-10k)"
     for key, workload in workloads.items():
         assert workload["error"] is None, (key, workload["error"])
         assert workload["metrics"], key
@@ -63,6 +63,17 @@ def test_quick_bench_reports_every_workload_and_the_floor(tmp_path: Path) -> Non
     assert [p["kept_step_rows"] for p in prune["passes"]] == [
         k * prune["steps_per_run"] for k in prune["kept_runs"]
     ]
+    search = workloads["S1"]["details"]
+    assert search["stored"] == search["runs"]
+    common = (
+        "none (the newest page)",
+        "status=failed",
+        "version",
+        "model",
+        "state.tier",
+        "ended lt (older than 60 days)",
+    )
+    assert all(search["full_pages"][name] == search["repeats"] for name in common), search["full_pages"]
     written = workloads["G1"]["details"]["bytes"]
     assert set(written) == {"linear 10 nodes", "linear 20 nodes", "linear 40 nodes",
                             "diamond 8 nodes", "diamond 20 nodes", "diamond 38 nodes"}  # fmt: skip

@@ -127,6 +127,8 @@ DECLARED_INDEXES = {
     "runs_finished": "(workspace_id, COALESCE(completed_at, canceled_at, created_at)) WHERE",
     "workflow_versions_refs": "USING gin (refs)",
     "audit_by_workflow": "WHERE (target ? 'workflow_id'::text)",
+    "runs_newest": "(workspace_id, created_at DESC, id DESC)",
+    "runs_by_enrollment_key": "WHERE (enrollment_key IS NOT NULL)",
     "workflow_versions_refs_missing": "(workspace_id) WHERE (refs IS NULL)",
     "request_replies_unread": "(due_at) WHERE (outcome IS NULL)",
     "runs_by_conversation": "((conversation ->> 'id'::text)), created_at) WHERE (conversation IS NOT NULL)",

@@ -68,6 +68,7 @@ SEMANTIC: dict[str, list[int]] = {
     "GET /api/accounts/{account_id}/events": [422],
     "GET /api/tasks": [422],
     "GET /api/reports/impact": [422],
+    "GET /api/reports/activity": [422],
     "GET /api/ai/workflows/{workflow}/report": [422],
     "PUT /api/accounts/{account_id}": [400, 422],
     "PATCH /api/tasks/{task_id}": [400, 422],

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
-from typing import Annotated
+from typing import Annotated, Literal
 from uuid import UUID
 
 from fastapi import APIRouter, Query
@@ -116,3 +116,69 @@ async def impact_report(
 
 def _report(report: ImpactReport) -> Report:
     return Report.model_validate(report.to_json())
+
+
+class ActivityBucket(BaseModel):
+    """What happened in one bucket of time."""
+
+    start: datetime
+    runs: dict[str, int] = Field(
+        description="Runs created in the bucket by how they stand now: completed, failed, canceled, active."
+    )
+    usd_cost: Decimal = Field(description="What those runs cost.")
+    tasks_created: int
+    tasks_completed_on_time: int = Field(
+        description="Completed in the bucket by their due time (or without one)."
+    )
+    tasks_completed_late: int
+
+
+class ActivityCost(BaseModel):
+    """One workflow's runs and cost over the period, the costliest first."""
+
+    workflow_id: UUID
+    workflow_name: str
+    runs: int
+    tokens: int
+    usd_cost: Decimal
+
+
+class Activity(BaseModel):
+    """The workspace's activity over time: what the console charts."""
+
+    since: datetime
+    until: datetime
+    interval: str = Field(examples=["day"])
+    buckets: list[ActivityBucket]
+    cost_by_workflow: list[ActivityCost]
+
+
+@router.get("/api/reports/activity", response_model=Activity, summary="Activity over time")
+async def activity(
+    engine: EngineDep,
+    workspace: WorkspaceDep,
+    workflow: Annotated[
+        str | None, Query(max_length=200, description="Only this workflow (id or name).")
+    ] = None,
+    since: Annotated[
+        str | None, Query(alias="from", max_length=100, description=_BOUND + " Default: 14d.")
+    ] = None,
+    until: Annotated[
+        str | None, Query(alias="to", max_length=100, description=_BOUND + " Default: now.")
+    ] = None,
+    interval: Annotated[Literal["hour", "day"], Query(description="The buckets' length.")] = "day",
+) -> Activity:
+    """Runs by how they stand, tasks created and completed (on time or late), and cost, per
+    bucket of ``[from, to)``, every bucket present (at most 400); and cost per workflow. Any
+    workflow kind. 422 ``report_period_invalid``; 404 ``workflow_not_found``."""
+    buckets, costs, start, end = await engine.reports.activity(
+        since=since, until=until, interval=interval, workflow=workflow_ref(workflow) if workflow else None,
+        workspace_id=workspace,
+    )  # fmt: skip
+    return Activity(
+        since=start,
+        until=end,
+        interval=interval,
+        buckets=[ActivityBucket.model_validate(b, from_attributes=True) for b in buckets],
+        cost_by_workflow=[ActivityCost.model_validate(c, from_attributes=True) for c in costs],
+    )

@@ -35,19 +35,20 @@ class Sizes:
     a1_runs: int  # agent runs per phase (all at once, then one at a time)
     p1_runs: int  # finished runs kept in P1's larger history (10 steps each)
     p1_old: int  # old finished runs each P1 pass prunes
+    s1_runs: int  # runs S1 searches
 
 
 FULL = Sizes(
     floor=2000, w1_runs=2000, w2_steps=1000, w2_runs=1, w3_starts=200, w4_runs=1000, w4_sleep=2.0,
     w4_10k_runs=10_000, w4_10k_sleep=(10.0, 60.0),
     e1_events=2000, e1_batches=20, e2_publishes=200, e3_events=1000, e3_workflows=100, a1_runs=200,
-    p1_runs=1_000_000, p1_old=5000,
+    p1_runs=1_000_000, p1_old=5000, s1_runs=1_000_000,
 )  # fmt: skip
 QUICK = Sizes(
     floor=300, w1_runs=200, w2_steps=100, w2_runs=1, w3_starts=30, w4_runs=100, w4_sleep=2.0,
     w4_10k_runs=500, w4_10k_sleep=(2.0, 4.0),
     e1_events=200, e1_batches=4, e2_publishes=30, e3_events=100, e3_workflows=100, a1_runs=20,
-    p1_runs=20_000, p1_old=500,
+    p1_runs=20_000, p1_old=500, s1_runs=20_000,
 )  # fmt: skip
 
 

@@ -25,6 +25,7 @@ from agentflow.bench import (
     model_nodes,
     queries,
     retention,
+    searches,
     sleep,
     throughput,
 )
@@ -51,6 +52,7 @@ WORKLOADS: dict[str, Workload] = {
     "A1": agent_steps.a1,
     "L1": model_nodes.l1,
     "P1": retention.p1,
+    "S1": searches.s1,
 }
 QUICK_SKIPS = frozenset({"W4-10k"})
 

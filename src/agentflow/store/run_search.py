@@ -58,6 +58,14 @@ async def search_runs(pool: asyncpg.Pool, workspace_id: UUID, wanted: RunFilter)
         where.append(f"state->'vars'->>{arg(key)} = {arg(value)}")
     for r in wanted.ranges:
         where.append(f"{_RANGES[r.field]} {RANGE_OPS[r.op]} {arg(r.value)}")
+        if r.field == "ended":
+            # Implied for a run that ended, and the expression runs_finished indexes: the
+            # planner can read the range from it instead of every run.
+            where.append(f"coalesce(completed_at, canceled_at, created_at) {RANGE_OPS[r.op]} ${len(args)}")
+        if r.field in ("ended", "started") and r.op in ("lt", "lte"):
+            # A run starts and ends after it was created: the newest runs that can match were
+            # created before the bound, where the walk down runs_newest can begin.
+            where.append(f"created_at {RANGE_OPS[r.op]} ${len(args)}")
     if wanted.loop_of is None:
         where.append("(parent_step IS NULL OR caller_node IS NOT NULL)")  # not parts of a run
     else:

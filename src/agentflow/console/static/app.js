@@ -5,6 +5,7 @@ import { ApiError, api } from "./api.js";
 import { auditSection, auditView } from "./audit.js";
 import { h } from "./dom.js";
 import { graphSection } from "./graph.js";
+import { impactView } from "./impact.js";
 import { lifecycleSection } from "./lifecycle.js";
 import { heldReplies, repliesBlock } from "./replies.js";
 import { runMovesSection } from "./run_moves.js";
@@ -370,6 +371,7 @@ async function route() {
     else if (parts[0] === "inbox") nodes = await inboxView();
     else if (parts[0] === "tasks") nodes = await tasksView(query || "", { problems, toast, changed: route });
     else if (parts[0] === "audit") nodes = await auditView(query || "");
+    else if (parts[0] === "impact") nodes = await impactView(query || "");
     else nodes = await workflowsView(query || "");
   } catch (e) {
     if (!(e instanceof ApiError)) throw e;
