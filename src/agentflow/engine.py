@@ -23,6 +23,7 @@ import asyncpg
 from agentflow.access import AccessKeys
 from agentflow.accounts import AccountBook
 from agentflow.core.config_validation import config_document, content_hash, parse_config_text, validate_config
+from agentflow.core.conversations import check_conversation
 from agentflow.core.definitions import AgentConfig, StructuredConfig
 from agentflow.core.errors import ConflictError, NotFoundError
 from agentflow.core.graph.code_nodes import refuse_code_steps
@@ -32,7 +33,6 @@ from agentflow.core.lifecycle import RUN_CANCELED
 from agentflow.core.records import RunRecord, StepRecord, VersionRecord, WorkflowRecord
 from agentflow.core.references import references_of
 from agentflow.core.run_filters import RunFilter
-from agentflow.core.starts import check_conversation
 from agentflow.core.tools import ToolRegistry
 from agentflow.credentials import Credentials
 from agentflow.evals import Evals
@@ -289,7 +289,7 @@ class Engine:
                 ``start_from_node``), with ``inputs`` as its ``{{ input }}``.
             idempotency_key: makes retries of this start safe (1 to 255 characters).
             conversation: what the run answers, ``{id, channel, title}`` (see
-                ``core.starts.check_conversation``); runs are listed by its id and channel.
+                ``core.conversations.check_conversation``); runs are listed by its id and channel.
 
         Raises:
             NotFoundError: no such workflow or version.

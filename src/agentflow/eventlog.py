@@ -21,6 +21,7 @@ from agentflow.core.errors import ConfigError
 from agentflow.core.events import MAX_BATCH, Event, EventIn, Publication
 from agentflow.core.ids import DEFAULT_WORKSPACE, uuid7
 from agentflow.core.triggers import Trigger, conditions_hold
+from agentflow.runtime import tracing
 from agentflow.runtime.admission import trigger_of
 from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.consumer import EventConsumer, Handler
@@ -62,7 +63,8 @@ class EventLog:
             )
             for e in parsed
         ]
-        return await events.publish(self.db.pool, workspace_id, new) if new else []
+        traced = tracing.current_traceparent()  # the publisher's span: its runs join that trace
+        return await events.publish(self.db.pool, workspace_id, new, traced) if new else []
 
     async def for_account(
         self,

@@ -31,6 +31,7 @@ from agentflow.core.ids import uuid7
 from agentflow.core.payload_format import payload_errors
 from agentflow.core.records import VersionRecord
 from agentflow.core.sealing import SealBroken, seal, unseal_any
+from agentflow.runtime import tracing
 from agentflow.runtime.admission import Config, Decision, admit, record
 from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.lifecycle_listeners import LifecycleListeners
@@ -174,7 +175,7 @@ class Webhooks:
     ) -> Fired:
         tell = await self._listeners.telling_cancels(workspace_id)
         async with self.db.pool.acquire() as conn, conn.transaction():
-            (published,) = await events.publish(conn, workspace_id, [new])
+            (published,) = await events.publish(conn, workspace_id, [new], tracing.current_traceparent())
             if not published.created:
                 prior = await decisions.decision_of(
                     conn, workspace_id, version.workflow_id, new.topic, new.message_id

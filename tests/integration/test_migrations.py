@@ -47,6 +47,7 @@ DECLARED_COLUMNS = {
     },
     "events": {
         "workspace_id", "topic", "message_id", "xid", "seq", "data", "account_id", "published_at", "received_at",
+        "trace_parent",
     },
     "consumer_offsets": {"consumer", "workspace_id", "xid", "seq", "updated_at"},
     "schedules": {"workspace_id", "workflow_id", "last_fire", "next_fire_at", "updated_at"},

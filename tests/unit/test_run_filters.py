@@ -8,9 +8,9 @@ from uuid import uuid4
 
 import pytest
 
+from agentflow.core.conversations import check_conversation
 from agentflow.core.errors import ConfigError
 from agentflow.core.run_filters import Range, RunFilter, parse_run_filter
-from agentflow.core.starts import check_conversation
 
 
 def test_every_filter_is_read() -> None:

@@ -105,6 +105,9 @@ def _check_templates(config: AgentConfig | StructuredConfig, errors: list[dict[s
     publish, where the path says which, rather than at run time."""
     if config.trigger is not None and config.trigger.enrollment.key is not None:
         errors.extend(template_problems(config.trigger.enrollment.key, "trigger.enrollment.key"))
+    if config.trigger is not None and config.trigger.conversation is not None:
+        conversation = config.trigger.conversation.model_dump(exclude_none=True)
+        errors.extend(template_problems(conversation, "trigger.conversation"))
     if isinstance(config, StructuredConfig):
         for index, node in enumerate(config.nodes):
             fields = node.model_dump(mode="json", exclude=TEMPLATE_FIELDS_EXCLUDED | node.literal_fields)

@@ -68,6 +68,7 @@ class Event:
     account_id: str | None
     published_at: datetime
     received_at: datetime
+    trace_parent: str | None = None  # the span it was published in (W3C traceparent)
 
     @property
     def position(self) -> Position:

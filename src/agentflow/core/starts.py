@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from typing import Any
 
 from agentflow.core.definitions import AgentConfig, StructuredConfig
@@ -17,9 +16,6 @@ from agentflow.core.errors import ConfigError
 from agentflow.core.payload_format import payload_errors
 
 MAX_KEY = 255
-CHANNEL = re.compile(r"[a-z0-9][a-z0-9_.-]{0,49}")
-"""A conversation's channel: ``slack``, ``email``, ``web``, ``zendesk``, ``whatsapp`` ..."""
-_CONVERSATION_FIELDS = {"id": 200, "channel": 50, "title": 300}
 
 
 def check_payload(config: StructuredConfig | AgentConfig, payload: Any) -> None:
@@ -39,43 +35,6 @@ def check_payload(config: StructuredConfig | AgentConfig, payload: Any) -> None:
             details={"errors": problems},
             solution="Send the fields the workflow's payload_format declares.",
         )
-
-
-def check_conversation(conversation: Any) -> dict[str, str] | None:
-    """The conversation a run answers, checked: ``{id, channel}`` and an optional ``title``.
-
-    Raises:
-        ConfigError: ``conversation_invalid`` naming the field.
-    """
-    if conversation is None:
-        return None
-    if not isinstance(conversation, dict):
-        raise _conversation_invalid("conversation", "an object {id, channel, title}")
-    unknown = sorted(set(conversation) - set(_CONVERSATION_FIELDS))
-    if unknown:
-        raise _conversation_invalid(
-            f"conversation.{unknown[0]}", "absent: a conversation has id, channel, title"
-        )
-    checked: dict[str, str] = {}
-    for name, longest in _CONVERSATION_FIELDS.items():
-        value = conversation.get(name)
-        if value is None and name == "title":
-            continue
-        if not isinstance(value, str) or not 1 <= len(value) <= longest or not value.isprintable():
-            raise _conversation_invalid(f"conversation.{name}", f"1 to {longest} printable characters")
-        checked[name] = value
-    if not CHANNEL.fullmatch(checked["channel"]):
-        raise _conversation_invalid("conversation.channel", "lower case letters, digits, _ . - (e.g. slack)")
-    return checked
-
-
-def _conversation_invalid(field: str, expected: str) -> ConfigError:
-    return ConfigError(
-        "conversation_invalid",
-        f"{field} must be {expected}",
-        details={"field": field},
-        solution='Send conversation as {"id": "...", "channel": "slack", "title": "..."}.',
-    )
 
 
 def check_key(key: str) -> str:

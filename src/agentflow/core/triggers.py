@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 from agentflow.core import conditions
 from agentflow.core.condition_ops import ABSENT
 from agentflow.core.condition_predicates import Predicate, compile_condition
+from agentflow.core.conversations import ConversationTemplate
 from agentflow.core.durations import parse_duration
 from agentflow.core.events import Event
 from agentflow.core.json_paths import parse_path, resolve
@@ -107,6 +108,8 @@ class Trigger(BaseModel):
             ``restart`` (cancel it with a reason and start a new run), ``skip`` the event, or
             start runs in ``parallel`` (the key then only labels runs).
         debounce: collect bursts of events into one run (see ``Debounce``).
+        conversation: how an event names the conversation its run answers (templates; see
+            ``agentflow.core.conversations``).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -116,6 +119,7 @@ class Trigger(BaseModel):
     enrollment: Enrollment = Enrollment()
     mode: Mode = "enroll"
     debounce: Debounce | None = None
+    conversation: ConversationTemplate | None = None
     _condition: conditions.Condition | None = PrivateAttr(default=None)
     _predicate: Predicate | None = PrivateAttr(default=None)
 

@@ -18,6 +18,7 @@ from typing import Any
 from uuid import UUID
 
 from agentflow.core import planner
+from agentflow.core.conversations import conversation_of
 from agentflow.core.definitions import AgentConfig, StructuredConfig
 from agentflow.core.errors import StepFailure
 from agentflow.core.events import Event
@@ -96,9 +97,16 @@ async def admit(
     agent_type = config.type if isinstance(config, AgentConfig) else None
     try:
         key = await call_rendering(enrollment_key, trigger, agent_type, event)
+        conversation = (
+            await call_rendering(conversation_of, trigger.conversation, doc) if trigger.conversation else None
+        )
     except StepFailure as failure:
         return Decision("key_error", reason=failure.info.to_json())
-    trigger_doc = {"source": source, "event": doc}
+    trigger_doc: dict[str, Any] = {"source": source, "event": doc}
+    if conversation is not None:
+        trigger_doc["conversation"] = conversation  # the run's conversation column is set from it
+    if event.trace_parent is not None:
+        trigger_doc["trace_parent"] = event.trace_parent  # the run continues the publisher's trace
     if isinstance(config, AgentConfig) and config.gate is not None and config.gate.enabled:
         await gates.request(
             conn, version.workspace_id, version.workflow_id, version.version, doc,
@@ -126,7 +134,10 @@ async def proceed(
             max_wait = trigger.debounce.max_wait
             window = await debounce.add(
                 conn, version.workspace_id, version.workflow_id, window_key,
-                {**doc, "source": trigger_doc["source"], "enrollment_key": key}, trigger.debounce.seconds,
+                {**doc, "source": trigger_doc["source"], "enrollment_key": key,
+                 "conversation": trigger_doc.get("conversation"),
+                 "trace_parent": trigger_doc.get("trace_parent")},
+                trigger.debounce.seconds,
                 None if max_wait is None else max_wait.total_seconds(),
             )  # fmt: skip
             return Decision(

@@ -16,7 +16,7 @@ from agentflow.store import debounce, decisions, workflows
 from agentflow.store.database import Connection
 
 # Fields the window keeps beside each event document, for closing it.
-_WINDOW_FIELDS = ("source", "enrollment_key")
+_WINDOW_FIELDS = ("source", "enrollment_key", "conversation", "trace_parent")
 
 
 async def close_windows(
@@ -47,6 +47,9 @@ async def close_windows(
             "event": docs[-1],
             "debounced": {"key": window.debounce_key, "events": docs},
         }
+        for carried in ("conversation", "trace_parent"):  # the last event's, as its data
+            if last.get(carried):
+                trigger_doc[carried] = last[carried]
         key = last.get("enrollment_key")
         tell = await listeners.telling_cancels(window.workspace_id) if listeners else None
         decision = await start(

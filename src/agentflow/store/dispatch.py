@@ -122,8 +122,9 @@ async def start_or_enroll(
         # The run and its trigger rows in one statement (one round trip per start).
         run_id = await conn.fetchval(
             "WITH r AS (INSERT INTO runs (workspace_id, id, workflow_id, workflow_version, status, input,"
-            " state, enrollment_key, trigger, due_at)"
-            " VALUES ($1, gen_random_uuid(), $2, $3, 'created', $4, $5, $6, $7, now())"
+            " state, enrollment_key, trigger, conversation, trace_parent, due_at)"
+            " VALUES ($1, gen_random_uuid(), $2, $3, 'created', $4, $5, $6, $7,"
+            " $7::jsonb -> 'conversation', $7::jsonb ->> 'trace_parent', now())"
             " ON CONFLICT (workspace_id, workflow_id, enrollment_key)"
             " WHERE active AND enrollment_key IS NOT NULL DO NOTHING RETURNING id),"
             " i AS (INSERT INTO run_inbox (workspace_id, run_id, kind, payload, consumed_at, consumed_seq)"
@@ -165,8 +166,9 @@ async def start_many(conn: Connection, new: list[NewRun]) -> None:
     docs = [(run, doc) for run in new for doc in run.docs]
     await conn.execute(
         "WITH r AS (INSERT INTO runs (workspace_id, id, workflow_id, workflow_version, status, input,"
-        " state, trigger, due_at)"
-        " SELECT ws, id, wf, v, 'created', input, state, trigger, now()"
+        " state, trigger, conversation, trace_parent, due_at)"
+        " SELECT ws, id, wf, v, 'created', input, state, trigger, trigger -> 'conversation',"
+        " trigger ->> 'trace_parent', now()"
         " FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::int[], $5::jsonb[], $6::jsonb[], $7::jsonb[])"
         "   AS n(ws, id, wf, v, input, state, trigger) RETURNING 1),"
         " i AS (INSERT INTO run_inbox (workspace_id, run_id, kind, payload, consumed_at, consumed_seq)"

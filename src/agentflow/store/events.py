@@ -23,7 +23,9 @@ from agentflow.store import accounts
 from agentflow.store.database import Connection
 
 EVENTS_CHANNEL = "agentflow_events"
-_COLUMNS = "workspace_id, topic, message_id, xid, seq, data, account_id, published_at, received_at"
+_COLUMNS = (
+    "workspace_id, topic, message_id, xid, seq, data, account_id, published_at, received_at, trace_parent"
+)
 
 
 @dataclass(frozen=True)
@@ -42,8 +44,8 @@ WITH input AS (
     SELECT * FROM unnest($2::text[], $3::text[], $4::jsonb[], $5::timestamptz[], $6::text[])
         AS i(topic, message_id, data, published_at, account_id)
 ), ins AS (
-    INSERT INTO events (workspace_id, topic, message_id, data, published_at, account_id)
-    SELECT $1, topic, message_id, data, coalesce(published_at, now()), account_id FROM input
+    INSERT INTO events (workspace_id, topic, message_id, data, published_at, account_id, trace_parent)
+    SELECT $1, topic, message_id, data, coalesce(published_at, now()), account_id, $7 FROM input
     ON CONFLICT (workspace_id, topic, message_id) DO NOTHING
     RETURNING {_COLUMNS}
 )
@@ -52,7 +54,10 @@ SELECT ins.*, true AS created, pg_notify('{EVENTS_CHANNEL}', '') IS NULL AS noti
 
 
 async def publish(
-    pool: asyncpg.Pool | Connection, workspace_id: UUID, events: Sequence[NewEvent]
+    pool: asyncpg.Pool | Connection,
+    workspace_id: UUID,
+    events: Sequence[NewEvent],
+    trace_parent: str | None = None,
 ) -> list[Publication]:
     """Store events; an event whose (topic, message_id) exists returns the stored one.
 
@@ -65,10 +70,10 @@ async def publish(
     if any(is_account_topic(e.topic) for e in events):
         if isinstance(pool, asyncpg.Pool):
             async with pool.acquire() as conn, conn.transaction():
-                return await publish(conn, workspace_id, events)
+                return await publish(conn, workspace_id, events, trace_parent)
         if not pool.is_in_transaction():
             async with pool.transaction():
-                return await publish(pool, workspace_id, events)
+                return await publish(pool, workspace_id, events, trace_parent)
     # Deduplicated here, not left to ON CONFLICT: the insert would keep one row of the key
     # but every input row would then match it and claim to have created it.
     first: dict[tuple[str, str], NewEvent] = {}
@@ -83,6 +88,7 @@ async def publish(
         [e.data for e in unique],
         [e.published_at for e in unique],
         [e.account_id for e in unique],
+        trace_parent,
     )
     created: dict[tuple[str, str], Publication] = {
         (r["topic"], r["message_id"]): Publication(_event(r), True) for r in rows
@@ -236,4 +242,5 @@ def _event(row: Any) -> Event:
         account_id=row["account_id"],
         published_at=row["published_at"],
         received_at=row["received_at"],
+        trace_parent=row["trace_parent"],
     )
