@@ -28,3 +28,23 @@ async def test_the_run_list_follows_its_runs(engine: Engine, browser: Browser) -
         await expect(row).to_have_count(0, timeout=15000)  # canceled: it no longer matches
         await expect(page).to_have_url(base + "/#/runs?status=waiting"), "no navigation happened"
         assert errors == []
+
+
+async def test_any_filter_of_the_api_can_be_asked_from_the_list(engine: Engine, browser: Browser) -> None:
+    await engine.publish_workflow(WAITING)
+    wanted = (await engine.start_run_once("parked", {}, conversation={"id": "C-1", "channel": "slack"})).run
+    await engine.start_run_once("parked", {}, conversation={"id": "C-2", "channel": "slack"})
+    async with serve(create_app(engine)) as base:
+        page = await browser.new_page()
+        await page.goto(base + "/#/runs")
+        await expect(page.locator("#runs tbody tr")).to_have_count(2)
+        await page.fill("#filter-more", "conversation_id=C-1&channel=slack")
+        await page.click("#run-filters button[type=submit]")
+        await expect(page).to_have_url(base + "/#/runs?conversation_id=C-1&channel=slack")
+        await expect(page.locator("#runs tbody tr")).to_have_count(1)
+        await expect(page.locator(f"#runs tr[data-run='{wanted.id}']")).to_be_visible()
+        await expect(page.locator("#filter-more")).to_have_value("conversation_id=C-1&channel=slack")
+        await page.fill("#filter-more", "tokens[gte]=many")
+        await page.click("#run-filters button[type=submit]")
+        await expect(page.locator(".errors")).to_contain_text("query_parameter_invalid")
+        await expect(page.locator(".errors")).to_contain_text("tokens")

@@ -200,10 +200,15 @@ async function runsView(query) {
     const id = "filter-" + name;
     form.append(h("label", { for: id }, name), h("input", { id, name, value: params.get(name) || "", size: name === "status" ? 10 : 20 }));
   }
+  // Every other filter of GET /api/runs (ranges, run variables, model, conversation...) as a
+  // query string: tokens[gte]=1000&state[tier]=gold
+  const others = new URLSearchParams([...params].filter(([name]) => !FILTERS.includes(name) && name !== "exclude"));
+  form.append(h("label", { for: "filter-more" }, "more"),
+    h("input", { id: "filter-more", name: "more", value: others.toString(), size: 36, placeholder: "tokens[gte]=1000&state[tier]=gold" }));
   form.append(h("button", { type: "submit" }, "Filter"));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    const wanted = new URLSearchParams();
+    const wanted = new URLSearchParams(form.elements.more.value.trim());
     for (const name of FILTERS) {
       const value = form.elements[name].value.trim();
       if (value) wanted.set(name, value);
