@@ -19,6 +19,8 @@ import pytest
 
 from agentflow.api.app import create_app
 from agentflow.api.route_table import RouteEntry, api_routes
+from agentflow.core.audit import action_for
+from agentflow.core.roles import required_role
 from agentflow.engine import Engine
 from tests.conftest import make_settings
 from tests.integration.test_tasks_api import insert_task
@@ -175,8 +177,8 @@ def path_of(template: str, values: dict[str, str], route: str) -> str:
     return path
 
 
-async def digest(engine: Engine, a: UUID) -> dict[str, str]:
-    """A hash of every row of workspace A, table by table."""
+async def digest(engine: Engine, a: UUID, ignoring: frozenset[str] = frozenset()) -> dict[str, str]:
+    """A hash of every row of workspace A, table by table (but those ``ignoring`` names)."""
     tables = await engine.db.pool.fetch(
         "SELECT table_name FROM information_schema.columns WHERE column_name = 'workspace_id'"
         " AND table_schema = 'public' ORDER BY table_name"
@@ -184,6 +186,8 @@ async def digest(engine: Engine, a: UUID) -> dict[str, str]:
     found = {}
     for row in tables:
         table = row["table_name"]
+        if table in ignoring:
+            continue
         found[table] = await engine.db.pool.fetchval(
             f"SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM {table} t"
             " WHERE workspace_id = $1",
@@ -256,3 +260,49 @@ async def test_no_route_lets_one_workspace_reach_another(engine: Engine, api: ht
             own = await api.get(path, params=params, headers=a_key)
             assert own.status_code == 200, (path, own.text)
     assert b != a
+
+
+@pytest.mark.timeout(180)
+async def test_every_write_refuses_a_role_below_its_own(engine: Engine, api: httpx.AsyncClient) -> None:
+    """Roles on every write route, with the workspace's own ids: a viewer's key is refused on
+    each (403 ``role_forbidden``), an operator's on each admin route, and nothing changes."""
+    _, root = await engine.keys.create("api", "root", role="admin")
+    a, a_key = await workspace(api, {"Authorization": f"Bearer {root}"}, f"{MARK}-workspace")
+    values = await fill_workspace_a(engine, api, a, a_key)
+    keys = {}
+    for role in ("viewer", "operator"):
+        made = await api.post("/api/keys", json={"kind": "api", "name": role, "role": role}, headers=a_key)
+        keys[role] = {"Authorization": f"Bearer {made.json()['key']}"}
+    # The keys' last use and the audit log change: each refusal is recorded (below).
+    kept = frozenset({"access_keys", "audit_log"})
+    before = await digest(engine, a, kept)
+    routes = [e for e in api_routes(create_app(engine).routes) if not e.path.startswith(SKIPPED_PREFIXES)]
+    problems: list[str] = []
+    tried = 0
+    for entry in routes:
+        for method in sorted(entry.methods - {"GET", "HEAD", "OPTIONS"}):
+            needed = required_role(method, entry.path)
+            below = "viewer" if needed == "operator" else "operator"
+            for role in ("viewer", below):
+                path = path_of(entry.path, values, entry.path)
+                params = {
+                    k: v
+                    for k, v in QUERIES.items()
+                    if any(p.name == k for p in entry.route.dependant.query_params)
+                }
+                answer = await api.request(
+                    method, path, params=params, json=BODIES.get((method, entry.path)), headers=keys[role]
+                )
+                tried += 1
+                code = answer.json().get("error", {}).get("code") if answer.content else None
+                if answer.status_code != 403 or code != "role_forbidden":
+                    problems.append(f"{role} {method} {path}: {answer.status_code} {answer.text[:200]}")
+    assert tried > 60
+    assert problems == [], "\n".join(problems)
+    assert await digest(engine, a, kept) == before, "no refused write changed anything"
+    refused = await engine.db.pool.fetchval(
+        "SELECT count(*) FROM audit_log WHERE workspace_id = $1 AND status = 403 AND role IN ('viewer', 'operator')",
+        a,
+    )
+    audited = sum(1 for e in routes for m in e.methods - {"GET", "HEAD", "OPTIONS"} if action_for(m, e.path))
+    assert refused == 2 * audited, "each refused audited write is in the audit log"

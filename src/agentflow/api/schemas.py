@@ -10,8 +10,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from agentflow.api.openapi import NO_NUL
-from agentflow.core.statuses import RunStatus
-from agentflow.runtime import tracing
+from agentflow.api.run_schemas import Run as Run  # re-exported: routes import it from here
 
 MAX_VERSION = 2**31 - 1
 
@@ -159,93 +158,6 @@ class StartRun(BaseModel):
         description="Or the `Idempotency-Key` header: at most one run per workflow and key; the same"
         " request again returns that run (200, `replayed`), another request with the key is a 409.",
     )
-
-
-class Run(_Out):
-    """A run: its status, input, output or error, position, lease and usage."""
-
-    id: UUID
-    workspace_id: UUID
-    workflow_id: UUID
-    workflow_version: int
-    status: RunStatus
-    status_reason: str | None
-    enrollment_key: str | None
-    input: Any
-    state: dict[str, Any] = Field(
-        description="Where the run is (``node``: the next node) and its variables (``vars``), when the"
-        " workflow declares a ``state_definition``.",
-        examples=[{"node": "notify", "vars": {"attempts": 1, "approved": True}}],
-    )
-    output: Any
-    error: dict[str, Any] | None
-    step_seq: int
-    attempt: int
-    rescues: int
-    due_at: datetime | None
-    lease_owner: str | None
-    lease_expires_at: datetime | None
-    fencing_token: int
-    cancel_requested: bool
-    parent_run_id: UUID | None
-    parent_step: int | None = Field(
-        default=None, description="A loop item: the parent's step that started the loop."
-    )
-    item_index: int | None = Field(default=None, description="A loop item: its place in the loop's list.")
-    caller_node: str | None = Field(
-        default=None,
-        description="A run another started (run_workflow): the node of ``parent_run_id`` that did.",
-    )
-
-    @computed_field(  # type: ignore[prop-decorator]
-        description="A loop item: the activation of the parent's loop node (``run_id:step``)."
-    )
-    @property
-    def parent_activation_id(self) -> str | None:
-        """The loop activation a loop item belongs to (seed 001 ``node_runs``)."""
-        if self.parent_run_id is None or self.parent_step is None:
-            return None
-        return f"{self.parent_run_id}:{self.parent_step}"
-
-    input_tokens: int
-    output_tokens: int
-    cached_input_tokens: int
-    usd_cost: Decimal
-    created_at: datetime
-    started_at: datetime | None
-    updated_at: datetime
-    completed_at: datetime | None
-    canceled_at: datetime | None
-    duration_ms: float | None = Field(
-        default=None, description="From its first claim to its end (null until then)."
-    )
-    trigger: dict[str, Any] | None = Field(
-        default=None,
-        description="What started the run: `source` (event, public, private, schedule) and the"
-        " `event` (with `debounced.events` when a debounce window started it); null for manual runs.",
-    )
-    account_id: str | None = Field(default=None, description="The account the run is about.")
-    conversation: dict[str, Any] | None = Field(
-        default=None, description="The conversation the run answers: `id`, `channel`, `title`."
-    )
-    costs: list[dict[str, Any]] | None = Field(
-        default=None,
-        description="Model use per model (`key_type`): input, output and cached input tokens, USD, calls.",
-    )
-    trace_parent: str | None = Field(
-        default=None,
-        description="The W3C `traceparent` of the span that started the run (a request's, a parent"
-        " run's); null when it started outside any trace.",
-    )
-
-    @computed_field(  # type: ignore[prop-decorator]
-        description="The trace id (32 hex digits) of the run's spans, when traces are exported"
-        " (`AGENTFLOW_TRACES`): the caller's trace, else one of the run's own."
-    )
-    @property
-    def trace_id(self) -> str:
-        """The trace id of the run's spans."""
-        return f"{tracing.trace_id_of(self.id, self.trace_parent):032x}"
 
 
 class StartedRun(Run):
