@@ -15,7 +15,7 @@ from tests.integration.test_debounce import close_all
 from tests.integration.test_dispatch import dispatch_all
 
 COLUMNS = ("model", "trigger_id", "trigger_url", "debounce_key", "conversation_id", "conversation_channel",
-           "conversation_title")  # fmt: skip
+           "conversation_title", "employee_id", "parent_workflow")  # fmt: skip
 
 
 def flow(name: str, **trigger: Any) -> dict[str, Any]:
@@ -58,6 +58,17 @@ async def test_each_row_carries_the_seed_002_columns(engine: Engine, api: httpx.
     _, key = await engine.keys.create("api", "hooks", role="operator")
     fired = await api.post("/api/private/trigger/hooked", json={}, headers={"Authorization": f"Bearer {key}"})
     assert fired.status_code in (200, 201, 202), fired.text
+    # A run the manual one started (as run_workflow's children are), and an employee's run.
+    evented = (await engine.list_runs(workflow="evented"))[0]
+    await engine.db.pool.execute("UPDATE runs SET parent_run_id = $2 WHERE id = $1", evented.id, manual.id)
+    analyst = await engine.publish_workflow(
+        {"name": "analyst", "kind": "employee", "prompt": "Answer briefly."}
+    )
+    await engine.db.pool.execute(
+        "INSERT INTO runs (workspace_id, id, workflow_id, workflow_version, status, input, state, due_at)"
+        " VALUES ($1, gen_random_uuid(), $2, 1, 'created', '{}', '{}', now() + interval '1 hour')",
+        manual.workspace_id, analyst.workflow.id,
+    )  # fmt: skip
     rows = (await api.get("/api/runs", params={"exclude": "state"})).json()["runs"]
     by_workflow = {}
     for row in rows:
@@ -66,7 +77,10 @@ async def test_each_row_carries_the_seed_002_columns(engine: Engine, api: httpx.
     assert by_workflow["manual"] == {
         "model": "anthropic:claude-sonnet", "trigger_id": None, "trigger_url": None, "debounce_key": None,
         "conversation_id": "T-1", "conversation_channel": "email", "conversation_title": "Refund",
+        "employee_id": None, "parent_workflow": None,
     }  # fmt: skip
+    assert by_workflow["evented"]["parent_workflow"] == "manual"
+    assert by_workflow["analyst"]["employee_id"] == str(analyst.workflow.id)
     assert by_workflow["evented"]["trigger_id"] == "ev-1" and by_workflow["evented"]["trigger_url"] is None
     hooked = by_workflow["hooked"]
     assert hooked["trigger_url"] == f"/api/private/trigger/{(await engine.get_workflow('hooked')).id}"

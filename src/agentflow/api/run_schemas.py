@@ -87,6 +87,12 @@ class Run(BaseModel):
         default=None,
         description="Model use per model (`key_type`): input, output and cached input tokens, USD, calls.",
     )
+    employee_id: UUID | None = Field(
+        default=None, description="In run lists: the workflow's id when it is an employee (seed 002)."
+    )
+    parent_workflow: str | None = Field(
+        default=None, description="In run lists: the name of the parent run's workflow (seed 002)."
+    )
     trace_parent: str | None = Field(
         default=None,
         description="The W3C `traceparent` of the span that started the run (a request's, a parent"

@@ -75,5 +75,14 @@ async def search_runs(pool: asyncpg.Pool, workspace_id: UUID, wanted: RunFilter)
         where.append(f"(created_at, id) < ({after})")
     limit = arg(wanted.limit)
     sql = f"SELECT * FROM runs WHERE {' AND '.join(where)} ORDER BY created_at DESC, id DESC LIMIT {limit}"
+    # The page's rows with what seed 002's list shows of their workflows: a few key lookups.
+    sql = (
+        f"WITH page AS ({sql}) SELECT page.*,"
+        " CASE WHEN w.kind = 'employee' THEN page.workflow_id END AS employee_id, pw.name AS parent_workflow"
+        " FROM page JOIN workflows w ON w.workspace_id = page.workspace_id AND w.id = page.workflow_id"
+        " LEFT JOIN runs pr ON pr.workspace_id = page.workspace_id AND pr.id = page.parent_run_id"
+        " LEFT JOIN workflows pw ON pw.workspace_id = pr.workspace_id AND pw.id = pr.workflow_id"
+        " ORDER BY page.created_at DESC, page.id DESC"
+    )
     rows = await pool.fetch(sql, *args)
     return [RunRecord.from_row(row) for row in rows]
