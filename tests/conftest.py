@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agentflow.engine import Engine
+from agentflow.runtime import tracing
 from agentflow.settings import Settings
 from tests.support.db import DatabaseServer
 
@@ -53,3 +56,12 @@ async def engine(database_url: str) -> AsyncIterator[Engine]:
     eng = await Engine.connect(make_settings(database_url), migrate_schema=False)
     yield eng
     await eng.close()
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    """Tracing on in this process; the spans it ends, as they end."""
+    exporter = InMemorySpanExporter()
+    tracing.install(processor=SimpleSpanProcessor(exporter))
+    yield exporter
+    tracing.uninstall()

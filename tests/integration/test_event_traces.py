@@ -6,13 +6,12 @@ outside any trace starts runs in their own."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agentflow.api.app import create_app
@@ -25,14 +24,6 @@ from tests.support.agents import first_run
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 HEADER = f"00-{TRACE}-00f067aa0ba902b7-01"
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    tracing.install(processor=SimpleSpanProcessor(exporter))
-    yield exporter
-    tracing.uninstall()
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from uuid import UUID
 import httpx
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
@@ -26,15 +25,6 @@ from tests.conftest import make_settings
 from tests.support.agents import calls, replies, running_worker, until
 from tests.support.http_server import WORKFLOWS, serve
 from tests.support.scripted_http import ScriptedServer, json_reply
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    """Tracing on in this process; the spans it ends, as they end."""
-    exporter = InMemorySpanExporter()
-    tracing.install(processor=SimpleSpanProcessor(exporter))
-    yield exporter
-    tracing.uninstall()
 
 
 @pytest.fixture

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
@@ -16,14 +14,6 @@ from agentflow.core.chat import Message, ModelRequest, ModelResponse, Usage
 from agentflow.core.records import RunRecord
 from agentflow.llm.base import ModelError
 from agentflow.runtime import tracing
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    tracing.install(processor=SimpleSpanProcessor(exporter))
-    yield exporter
-    tracing.uninstall()
 
 
 def a_run(trace_parent: str | None = None) -> RunRecord:
