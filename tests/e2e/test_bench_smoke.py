@@ -63,6 +63,8 @@ def test_quick_bench_reports_every_workload_and_the_floor(tmp_path: Path) -> Non
     assert [p["kept_step_rows"] for p in prune["passes"]] == [
         k * prune["steps_per_run"] for k in prune["kept_runs"]
     ]
+    idle = workloads["W3"]["details"]["idle_commit_ms"]  # the commit after W3's idle gap
+    assert idle["n"] > 0 and _positive(idle["p50"]), idle
     search = workloads["S1"]["details"]
     assert search["stored"] == search["runs"]
     common = (

@@ -7,6 +7,7 @@ figures are reported as ratios to it.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -74,3 +75,29 @@ async def measure_floor(url: str, n: int) -> Floor:
     finally:
         await conn.close()
     return Floor(Summary.of(commits).scaled(1000), n / elapsed, Summary.of(selects).scaled(1000))
+
+
+async def measure_idle_commits(url: str, n: int, idle: float) -> Summary:
+    """Time ``n`` commits like the floor's, each after ``idle`` seconds of doing nothing.
+
+    What a commit costs a process that was asleep, as W3's starts and claims are: on a
+    virtual machine the idle CPUs must wake first (milliseconds, not microseconds).
+    """
+    conn: asyncpg.Connection = await asyncpg.connect(url)
+    try:
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS bench_idle (id bigserial PRIMARY KEY, v jsonb NOT NULL)"
+        )
+        insert = await conn.prepare("INSERT INTO bench_idle (v) VALUES ($1::jsonb)")
+        for _ in range(min(n, 20)):
+            await insert.fetch('{"warm": true}')
+        commits: list[float] = []
+        for i in range(n):
+            await asyncio.sleep(idle)
+            t0 = time.perf_counter()
+            await insert.fetch(f'{{"i": {i}}}')
+            commits.append(time.perf_counter() - t0)
+        await conn.execute("DROP TABLE bench_idle")
+    finally:
+        await conn.close()
+    return Summary.of(commits).scaled(1000)

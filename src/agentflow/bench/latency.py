@@ -16,6 +16,7 @@ from dataclasses import asdict
 
 from agentflow.bench import queries
 from agentflow.bench.context import BenchContext, chain, publish
+from agentflow.bench.floor import measure_idle_commits
 from agentflow.bench.processes import worker_group
 from agentflow.bench.report import Target, WorkloadResult
 from agentflow.bench.stats import Summary
@@ -23,6 +24,7 @@ from agentflow.bench.stats import Summary
 MAX_NODES = 1000  # StructuredConfig.nodes max_length
 TARGET_STEP_FLOOR_RATIO = 2.0
 TARGET_START_P50_MS = 3.0
+IDLE_BETWEEN_STARTS = 0.01  # seconds the worker and the client sit idle before each W3 start
 
 
 async def w2(ctx: BenchContext) -> WorkloadResult:
@@ -80,6 +82,8 @@ async def w3(ctx: BenchContext) -> WorkloadResult:
     pool = ctx.engine.db.pool
     workflow = await publish(ctx.engine, chain("bench_w3", 1))
     calls: list[float] = []
+    # The same commit after the same idle gap as each start below (see measure_idle_commits).
+    idle = await measure_idle_commits(ctx.url, min(n, 100), IDLE_BETWEEN_STARTS)
     ctx.progress(f"W3: {n} starts, one at a time")
     async with worker_group(ctx.url, 1, ctx.concurrency) as group:
         await asyncio.sleep(0.5)  # let the worker finish starting up and go idle
@@ -89,7 +93,7 @@ async def w3(ctx: BenchContext) -> WorkloadResult:
             calls.append(time.perf_counter() - began)
             await asyncio.sleep(0.01)
             await queries.wait_until_ended(pool, workflow, index + 1, timeout=30, poll=0.005)
-            await asyncio.sleep(0.01)  # the worker is idle again before the next start
+            await asyncio.sleep(IDLE_BETWEEN_STARTS)  # the worker is idle again before the next start
         group.check_alive()
 
     latencies = await queries.start_latencies(pool, workflow)
@@ -105,6 +109,8 @@ async def w3(ctx: BenchContext) -> WorkloadResult:
         target=Target("<=", TARGET_START_P50_MS, "ms"),
     )
     result.add("p99 start -> first step running", to_step.p99, "ms", floor=commit)
+    result.add("idle floor: INSERT+COMMIT p50 after 10 ms idle", idle.p50, "ms", floor=commit)
+    result.add("p50 start -> first step running, × idle floor", to_step.p50 / idle.p50, "×")
     result.add("p50 start -> claimed", to_claim.p50, "ms", floor=commit)
     result.add("p50 Engine.start_run call (client clock)", call.p50, "ms", floor=commit)
     result.details = {
@@ -114,5 +120,6 @@ async def w3(ctx: BenchContext) -> WorkloadResult:
         "start_to_step_ms": asdict(to_step),
         "start_to_claim_ms": asdict(to_claim),
         "start_run_call_ms": asdict(call),
+        "idle_commit_ms": asdict(idle),
     }
     return result
