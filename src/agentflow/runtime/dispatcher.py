@@ -21,6 +21,7 @@ from agentflow.core.lifecycle import RUN_CANCELED
 from agentflow.core.records import VersionRecord
 from agentflow.core.sources import topic_matches
 from agentflow.core.triggers import event_document
+from agentflow.runtime import companion_spans
 from agentflow.runtime.admission import (
     BatchStarts,
     Config,
@@ -76,12 +77,20 @@ class Dispatcher:
             Exception: whatever failed (the consumer rolls the batch back and delivers it
                 again; that delivery is decided pair by pair, see ``_careful``).
         """
+        with companion_spans.dispatch_span(batch) as span:
+            entries = await self._decide(conn, batch)
+            if span is not None:
+                companion_spans.count_decisions(
+                    span, ["not_matched" if isinstance(e, decisions.Miss) else e[2].decision for e in entries]
+                )
+
+    async def _decide(self, conn: Connection, batch: list[Event]) -> list[Entry]:
         careful, self._careful = self._careful, True
         await self._answer_waits(conn, batch, careful)
         by_topic = await self._listeners(conn, batch)
         if not any(by_topic.values()):
             self._careful = False
-            return
+            return []
         done = await decisions.decided(conn, [(e.workspace_id, e.topic, e.message_id) for e in batch])
         now = datetime.now(UTC)
         entries: list[Entry] = []
@@ -117,6 +126,7 @@ class Dispatcher:
         await deferred.insert(conn)
         await record(conn, entries)
         self._careful = False
+        return entries
 
     async def _answer_waits(self, conn: Connection, batch: list[Event], careful: bool) -> None:
         """Answer the runs that wait for these events (``runtime.event_waits``), first."""

@@ -19,6 +19,7 @@ from agentflow.core.errors import ConfigError, StepFailure
 from agentflow.integrations.email import EmailSender
 from agentflow.integrations.slack import post_slack, post_webhook
 from agentflow.integrations.slack_bot import post_message
+from agentflow.runtime import companion_spans
 from agentflow.store import notifications, replies
 from agentflow.store.database import Database, unavailable
 
@@ -103,21 +104,27 @@ class Notifier:
 
     async def _deliver(self, row: dict[str, Any]) -> None:
         pool, ws, note_id = self._db.pool, row["workspace_id"], row["id"]
-        try:
-            await self._send(row)
-        except StepFailure as failure:
-            final = not failure.retryable or row["attempts"] >= MAX_ATTEMPTS
-            retry_in = None if final else min(2.0 ** row["attempts"], 3600.0)
-            logger.warning("notification %s: %s", note_id, failure.info.message)
-            await notifications.mark_failed(pool, ws, note_id, self._owner, failure.info.to_json(), retry_in)
-            return
-        except Exception as exc:  # a bug or an unexpected library error: retry, then give up
-            error = {"code": "notification_exception", "message": f"{type(exc).__name__}: {exc}"[:2000]}
-            retry_in = None if row["attempts"] >= MAX_ATTEMPTS else min(2.0 ** row["attempts"], 3600.0)
-            logger.exception("notification %s failed", note_id)
-            await notifications.mark_failed(pool, ws, note_id, self._owner, error, retry_in)
-            return
-        await notifications.mark_sent(pool, ws, note_id, self._owner)
+        with companion_spans.delivery_span(row) as span:
+            try:
+                await self._send(row)
+            except StepFailure as failure:
+                final = not failure.retryable or row["attempts"] >= MAX_ATTEMPTS
+                retry_in = None if final else min(2.0 ** row["attempts"], 3600.0)
+                logger.warning("notification %s: %s", note_id, failure.info.message)
+                companion_spans.end_delivery(span, "failed" if final else "retry", failure.info.code)
+                await notifications.mark_failed(
+                    pool, ws, note_id, self._owner, failure.info.to_json(), retry_in
+                )
+                return
+            except Exception as exc:  # a bug or an unexpected library error: retry, then give up
+                error = {"code": "notification_exception", "message": f"{type(exc).__name__}: {exc}"[:2000]}
+                retry_in = None if row["attempts"] >= MAX_ATTEMPTS else min(2.0 ** row["attempts"], 3600.0)
+                logger.exception("notification %s failed", note_id)
+                companion_spans.end_delivery(span, "retry" if retry_in else "failed", error["code"])
+                await notifications.mark_failed(pool, ws, note_id, self._owner, error, retry_in)
+                return
+            companion_spans.end_delivery(span, "sent")
+            await notifications.mark_sent(pool, ws, note_id, self._owner)
 
     async def _post_as_bot(self, row: dict[str, Any], metadata: dict[str, Any]) -> None:
         """Post with the Slack bot; a request's message is remembered by its thread, whose

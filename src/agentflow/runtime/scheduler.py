@@ -13,10 +13,11 @@ import asyncio
 import contextlib
 import logging
 import time
+from datetime import datetime
 
 from agentflow.core import planner
 from agentflow.core.schedules import next_fire, plan_catch_up
-from agentflow.runtime import metrics
+from agentflow.runtime import companion_spans, metrics, tracing
 from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.debouncer import close_windows
 from agentflow.runtime.lifecycle_listeners import LifecycleListeners
@@ -32,7 +33,7 @@ from agentflow.store import (
     run_retention,
     schedules,
 )
-from agentflow.store.database import UNAVAILABLE_ERRORS, Database, unavailable
+from agentflow.store.database import UNAVAILABLE_ERRORS, Connection, Database, unavailable
 
 logger = logging.getLogger(__name__)
 
@@ -86,31 +87,12 @@ class Scheduler:
 
     async def tick(self) -> int:
         """Handle every due schedule once; return how many runs were started."""
-        started = 0
         async with self.db.pool.acquire() as conn, conn.transaction():
             now, due = await schedules.claim_due(conn, self.batch_size)
-            for row in due:
-                config = self._configs.parse_document(
-                    row.workspace_id, row.workflow_id, row.version, row.config
-                )
-                if config.schedule is None:  # published without a schedule since: nothing to do
-                    await schedules.advance(conn, row.workspace_id, row.workflow_id, row.last_fire, None)
-                    continue
-                plan = plan_catch_up(config.schedule, row.last_fire, now)
-                if row.active:
-                    for fire in plan.fires:
-                        await schedules.start_scheduled(
-                            conn,
-                            row.workspace_id,
-                            row.workflow_id,
-                            row.version,
-                            fire,
-                            planner.initial_state(config),
-                        )
-                        started += 1
-                        metrics.RUNS_STARTED.inc()
-                following = next_fire(config.schedule, now)
-                await schedules.advance(conn, row.workspace_id, row.workflow_id, plan.cursor, following)
+            with companion_spans.schedule_span(len(due)) as span:
+                started = await self._fire(conn, now, due)
+                if span is not None:
+                    span.set_attribute("agentflow.schedules.runs_started", started)
         async with self.db.pool.acquire() as conn, conn.transaction():
             await close_windows(conn, self._configs, self.batch_size, self._listeners)
         async with self.db.pool.acquire() as conn:
@@ -118,6 +100,48 @@ class Scheduler:
             await requests.expire_due(conn, self.batch_size)
         await self.reminders.tick()  # task reminders, at most once per poll interval
         return started
+
+    async def _fire(self, conn: Connection, now: datetime, due: list[schedules.DueSchedule]) -> int:
+        """Start the runs of the due schedules (their fires since the last, caught up);
+        return how many."""
+        started = 0
+        for row in due:
+            config = self._configs.parse_document(row.workspace_id, row.workflow_id, row.version, row.config)
+            if config.schedule is None:  # published without a schedule since: nothing to do
+                await schedules.advance(conn, row.workspace_id, row.workflow_id, row.last_fire, None)
+                continue
+            plan = plan_catch_up(config.schedule, row.last_fire, now)
+            if row.active:
+                for fire in plan.fires:
+                    await schedules.start_scheduled(
+                        conn,
+                        row.workspace_id,
+                        row.workflow_id,
+                        row.version,
+                        fire,
+                        planner.initial_state(config),
+                        trace_parent=tracing.current_traceparent(),  # the run is the pass's child
+                    )
+                    started += 1
+                    metrics.RUNS_STARTED.inc()
+            following = next_fire(config.schedule, now)
+            await schedules.advance(conn, row.workspace_id, row.workflow_id, plan.cursor, following)
+        return started
+
+    async def apply_retention(self) -> dict[str, int]:
+        """One retention pass over every kind of history; return how many rows of each went."""
+        with companion_spans.retention_span() as span:
+            events_deleted, decisions_deleted = await self.prune()
+            deleted = {
+                "events": events_deleted,
+                "decisions": decisions_deleted,
+                "memory_messages": await self.expire_memory(),
+                "streamed_deltas": await self.expire_deltas(),
+                "runs": await self.prune_runs(),
+                "audit_entries": await self.prune_audit(),
+            }
+            companion_spans.count_deleted(span, deleted)
+        return deleted
 
     async def expire_memory(self) -> int:
         """Delete agent memory past its retention now; return how many messages went."""
@@ -167,11 +191,7 @@ class Scheduler:
             try:
                 await self.tick()
                 if time.monotonic() >= self._next_prune:
-                    await self.prune()
-                    await self.expire_memory()
-                    await self.expire_deltas()
-                    await self.prune_runs()
-                    await self.prune_audit()
+                    await self.apply_retention()
                     self._next_prune = time.monotonic() + PRUNE_EVERY
                 async with self.db.pool.acquire() as conn:
                     dues = [await schedules.seconds_to_next(conn), await debounce.seconds_to_next(conn)]

@@ -122,8 +122,8 @@ def enabled() -> bool:
 
 def run_ids(run: RunRecord) -> tuple[int, int]:
     """The run span's (trace id, span id), the same in every process."""
-    span_id = int.from_bytes(hashlib.blake2b(run.id.bytes, digest_size=8).digest(), "big") or 1
-    return trace_id_of(run.id, run.trace_parent), span_id
+    found = run_span_context(run.id, run.trace_parent)
+    return found.trace_id, found.span_id
 
 
 def trace_id_of(run_id: UUID, trace_parent: str | None) -> int:
@@ -134,9 +134,26 @@ def trace_id_of(run_id: UUID, trace_parent: str | None) -> int:
 
 def _run_span(run: RunRecord) -> SpanContext:
     """The run span as a remote parent; sampled as its caller was (always, without one)."""
-    trace_id, span_id = run_ids(run)
-    caller = _parse(run.trace_parent)
-    return SpanContext(trace_id, span_id, True, caller.trace_flags if caller else _SAMPLED)
+    return run_span_context(run.id, run.trace_parent)
+
+
+def run_span_context(run_id: UUID, trace_parent: str | None) -> SpanContext:
+    """The span of the run ``run_id`` (started under ``trace_parent``), as a remote parent."""
+    span_id = int.from_bytes(hashlib.blake2b(run_id.bytes, digest_size=8).digest(), "big") or 1
+    caller = _parse(trace_parent)
+    return SpanContext(
+        trace_id_of(run_id, trace_parent), span_id, True, caller.trace_flags if caller else _SAMPLED
+    )
+
+
+def tracer() -> trace.Tracer | None:
+    """This process's tracer, or None while tracing is off."""
+    return _tracer
+
+
+def parse_traceparent(traceparent: str | None) -> SpanContext | None:
+    """A W3C ``traceparent`` as a remote span context; None when absent or malformed."""
+    return _parse(traceparent)
 
 
 def run_traceparent(run: RunRecord) -> str:

@@ -28,7 +28,10 @@ UPDATE notifications n SET
     attempts = n.attempts + 1
 FROM due WHERE n.workspace_id = due.workspace_id AND n.id = due.id
 RETURNING n.workspace_id, n.id, n.run_id, n.channel, n.recipient, n.subject, n.body, n.kind, n.metadata,
-          n.attempts, n.task_id, n.account_id
+          n.attempts, n.task_id, n.account_id,
+          -- The run's trace, which the delivery's span joins.
+          (SELECT r.trace_parent FROM runs r WHERE r.workspace_id = n.workspace_id AND r.id = n.run_id)
+              AS run_trace_parent
 """
 
 

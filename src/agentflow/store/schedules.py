@@ -81,11 +81,14 @@ async def start_scheduled(
     version: int,
     fire: datetime,
     state: dict[str, Any],
+    *,
+    trace_parent: str | None = None,
 ) -> UUID:
-    """Start one run for one fire time (its payload says when it was due)."""
+    """Start one run for one fire time (its payload says when it was due), under the span
+    ``trace_parent`` names (the scheduler's, when tracing is on)."""
     run_id: UUID = await conn.fetchval(
         "INSERT INTO runs (workspace_id, id, workflow_id, workflow_version, status, input, state, trigger,"
-        " due_at) VALUES ($1, gen_random_uuid(), $2, $3, 'created', $4, $5, $6, now())"
+        " due_at, trace_parent) VALUES ($1, gen_random_uuid(), $2, $3, 'created', $4, $5, $6, now(), $7)"
         f" RETURNING id, pg_notify('{WAKE_CHANNEL}', '') IS NULL",
         workspace_id,
         workflow_id,
@@ -93,6 +96,7 @@ async def start_scheduled(
         {"scheduled_at": fire.isoformat()},
         state,
         {"source": "schedule", "scheduled_at": fire.isoformat()},
+        trace_parent,
     )
     return run_id
 
