@@ -245,3 +245,70 @@ async def test_without_required_keys_no_key_is_the_default_workspace(engine: Eng
         assert proxied.status_code == 401 and proxied.json()["error"]["code"] == "unauthorized"
         assert [(r.status_code, r.headers["Allow"]) for r in streams] == [(405, "POST")] * 2
     assert (await engine.get_run(run_id)).workspace_id == DEFAULT_WORKSPACE
+
+
+async def test_a_viewer_reads_through_mcp_and_writes_need_an_operator(engine: Engine) -> None:
+    await engine.publish_workflow(GREET)
+    started = await engine.start_run("greet", {"name": "Ada"})
+    _, viewer = await engine.keys.create("api", "watcher", role="viewer")
+    _, operator = await engine.keys.create("api", "oncall", role="operator")
+    async with mcp_url(engine, "required") as url:
+        async with connect(url, viewer) as client:
+            assert "run_greet" in {t.name for t in (await client.list_tools()).tools}
+            assert (await call(client, "get_run", run_id=str(started.id)))["status"] == "created"
+            assert [w["name"] for w in (await call(client, "list_workflows"))["workflows"]] == ["greet"]
+            assert (await call(client, "list_requests"))["requests"] == []
+            for tool, arguments in (
+                ("start_run", {"workflow": "greet", "payload": {"name": "Bo"}}),
+                ("run_greet", {"name": "Bo"}),
+                ("answer_request", {"request_id": str(started.id), "approved": True}),
+            ):
+                refused = await client.call_tool(tool, arguments)
+                assert refused.is_error and text(refused).startswith("role_forbidden: "), (
+                    tool,
+                    text(refused),
+                )
+                assert refused.structured_content["error"]["details"] == {
+                    "role": "viewer",
+                    "needed": "operator",
+                }
+        async with connect(url, operator) as client:
+            assert (await call(client, "run_greet", name="Cy"))["status"] == "created"
+    assert len(await engine.list_runs(workflow="greet")) == 2, "the viewer started nothing"
+
+
+async def test_answers_through_mcp_are_in_the_audit_log_with_who_sent_them(engine: Engine) -> None:
+    await engine.publish_workflow(APPROVE)
+    await engine.start_run("approve me", {})
+    _, viewer = await engine.keys.create("api", "watcher", role="viewer")
+    operator_key, operator = await engine.keys.create("api", "oncall", role="operator")
+    async with running_worker(engine), mcp_url(engine, "required") as url:
+        async with connect(url, operator) as client:
+            deadline = asyncio.get_running_loop().time() + 30
+            while not (pending := (await call(client, "list_requests"))["requests"]):
+                assert asyncio.get_running_loop().time() < deadline, "no request"
+                await asyncio.sleep(0.1)
+            (request,) = pending
+        async with connect(url, viewer) as client:
+            refused = await client.call_tool(
+                "answer_request", {"request_id": request["id"], "approved": True}
+            )
+            assert refused.is_error
+        async with connect(url, operator) as client:
+            await call(client, "answer_request", request_id=request["id"], approved=True, responded_by="ann")
+            again = await client.call_tool("answer_request", {"request_id": request["id"], "approved": False})
+            assert again.is_error and text(again).startswith("request_already_answered: ")
+            # Reads and starts are not audited (starts are data plane, recorded on the run).
+            await call(client, "list_workflows")
+            await call(client, "start_run", workflow="approve me")
+        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {operator}"}) as http:
+            answer = await http.get(url.removesuffix("/mcp") + "/api/audit")
+    assert answer.status_code == 200, answer.text
+    entries = sorted(answer.json()["entries"], key=lambda e: e["id"])
+    assert [(e["action"], e["actor_name"], e["role"], e["status"], e["route"]) for e in entries] == [
+        ("request.respond", "watcher", "viewer", 403, "/mcp"),
+        ("request.respond", "oncall", "operator", 200, "/mcp"),
+        ("request.respond", "oncall", "operator", 409, "/mcp"),
+    ]
+    assert {e["actor"] for e in entries[1:]} == {f"key:{operator_key['id']}"}
+    assert {e["target"]["request_id"] for e in entries} == {request["id"]}

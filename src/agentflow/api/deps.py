@@ -80,6 +80,7 @@ async def get_workspace(
         )
         _check_role(request, role)
         request.state.role, request.state.keyed = role, True
+        request.state.actor = (f"key:{holder.key_id}", holder.name)
         return key_workspace
     # No key: the server trusts where the request came from (loopback, or auth not required).
     request.state.role, request.state.keyed = "admin", False

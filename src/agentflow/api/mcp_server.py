@@ -35,6 +35,14 @@ import agentflow
 from agentflow.api.browser_guard import HttpPolicy
 from agentflow.api.deps import WORKSPACE_HEADER, get_workspace, workflow_ref
 from agentflow.api.errors import DATABASE_UNAVAILABLE, error_response, unavailable_response
+from agentflow.api.mcp_callers import (
+    CALLER_SCOPE_KEY,
+    Caller,
+    begin_answer,
+    caller_of,
+    check_tool_role,
+    finish_answer,
+)
 from agentflow.core.errors import AgentflowError, ErrorInfo, NotFoundError
 from agentflow.core.payload_format import FieldSpec, normalise
 from agentflow.core.records import RunRecord, WorkflowRecord
@@ -155,7 +163,10 @@ class McpApp:
 
         manager = StreamableHTTPSessionManager(self._mcp_server(), stateless=True, json_response=True)
         async with manager.run():
-            await manager.handle_request({**scope, WORKSPACE_SCOPE_KEY: workspace}, receive, send)
+            caller = caller_of(request, workspace)
+            await manager.handle_request(
+                {**scope, WORKSPACE_SCOPE_KEY: workspace, CALLER_SCOPE_KEY: caller}, receive, send
+            )
 
     def _mcp_server(self) -> Server[Any]:
         if self._server is None:
@@ -207,19 +218,37 @@ class _Tools:
         arguments = params.arguments or {}
         try:
             workspace = _workspace_of(ctx)
-            if params.name in BUILTIN_TOOLS:
+            if params.name == "answer_request":
+                data = await self._answer(_caller_of(ctx), arguments, workspace)
+            elif params.name in BUILTIN_TOOLS:
+                check_tool_role(_caller_of(ctx), params.name)
                 data = await self._builtin(params.name, arguments, workspace)
             else:
                 found = await self.engine.list_workflows(workspace_id=workspace)
                 workflow = _offered(found).get(params.name)
                 if workflow is None:
                     raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name[:130]!r}")
+                check_tool_role(_caller_of(ctx), params.name)
                 data = _started(await self.engine.start_run(workflow.id, arguments, workspace_id=workspace))
         except MCPError:
             raise
         except Exception as exc:  # every failure is the tool's answer, for the client's model to read
             return _result({}, _error_info(exc))
         return _result(data)
+
+    async def _answer(self, caller: Caller, arguments: dict[str, Any], workspace: UUID) -> dict[str, Any]:
+        """``answer_request``, recorded in the audit log whether it was answered or refused."""
+        pool, asked = self.engine.db.pool, arguments.get("request_id")
+        entry = await begin_answer(pool, caller, asked if isinstance(asked, str) else "")
+        error: Exception | None = None
+        try:
+            check_tool_role(caller, "answer_request")
+            return await self._builtin("answer_request", arguments, workspace)
+        except Exception as exc:
+            error = exc
+            raise
+        finally:
+            await finish_answer(pool, caller, entry, error)
 
     async def _builtin(self, name: str, arguments: dict[str, Any], workspace: UUID) -> dict[str, Any]:
         engine = self.engine
@@ -302,6 +331,15 @@ def _workspace_of(ctx: ServerRequestContext[Any]) -> UUID:
     if not isinstance(workspace, UUID):
         raise RuntimeError("an MCP message arrived without the workspace of its HTTP request")
     return workspace
+
+
+def _caller_of(ctx: ServerRequestContext[Any]) -> Caller:
+    """The caller ``McpApp`` authenticated for the HTTP request carrying this message."""
+    request = ctx.request
+    caller = request.scope.get(CALLER_SCOPE_KEY) if isinstance(request, Request) else None
+    if not isinstance(caller, Caller):
+        raise RuntimeError("an MCP message arrived without the caller of its HTTP request")
+    return caller
 
 
 def _request_id(value: str) -> UUID:

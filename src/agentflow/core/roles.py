@@ -22,10 +22,15 @@ ADMIN_WRITES = (
 """Routes that manage the workspace itself: changing anything under them is an admin's."""
 ADMIN_READS = ("/api/keys",)
 """Routes an admin alone may read: who holds which key."""
+CHECKED_PER_OPERATION = ("/mcp",)
+"""Routes any key may send to, whose handler checks each operation's role itself (the MCP
+endpoint reads and writes through one POST: ``api.mcp_callers``)."""
 
 
 def required_role(method: str, route: str) -> Role:
     """The least role that may send ``method`` to ``route`` (its path template)."""
+    if route in CHECKED_PER_OPERATION:
+        return "viewer"
     prefixes = ADMIN_READS if method.upper() in READS else ADMIN_WRITES
     if any(route == prefix or route.startswith(prefix + "/") for prefix in prefixes):
         return "admin"
