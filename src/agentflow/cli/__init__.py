@@ -29,6 +29,7 @@ from agentflow.cli import (
     workflows,
     workspaces,
 )
+from agentflow.cli.common import choose_event_loop
 from agentflow.core.errors import AgentflowError
 from agentflow.runtime import tracing
 from agentflow.runtime.log_context import configure_logging
@@ -72,6 +73,8 @@ def _root(
     # AGENTFLOW_TRACES=otlp: spans of runs, steps and model calls to OTEL_EXPORTER_OTLP_ENDPOINT.
     try:
         tracing.configure(os.environ.get("AGENTFLOW_TRACES", "off"))
+        # AGENTFLOW_EVENT_LOOP: uvloop (auto, where installed) or the standard asyncio loop.
+        choose_event_loop(os.environ.get("AGENTFLOW_EVENT_LOOP", "auto"))
     except AgentflowError as exc:
         typer.echo(f"error: {exc.info.message}", err=True)
         raise typer.Exit(2) from None

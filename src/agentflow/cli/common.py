@@ -9,14 +9,14 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from agentflow.core.errors import AgentflowError
+from agentflow.core.errors import AgentflowError, ConfigError
 from agentflow.engine import Engine
 from agentflow.settings import Settings
 
@@ -89,6 +89,49 @@ def run_with_engine(
         raise  # unreachable: fail() exits
 
 
+EVENT_LOOPS = ("auto", "uvloop", "asyncio")
+_loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None
+
+
+def choose_event_loop(choice: str) -> None:
+    """Run this process's commands on the event loop ``AGENTFLOW_EVENT_LOOP`` names: ``uvloop``
+    (libuv: W1 ran 13-20 % more runs per second on it), ``asyncio`` (the standard library's), or
+    ``auto`` (uvloop when it is installed, as it is on Linux and macOS with CPython).
+
+    Raises:
+        ConfigError: ``event_loop_invalid`` for another value, or ``uvloop`` where it is not
+            installed.
+    """
+    global _loop_factory
+    chosen = choice.strip().lower() or "auto"
+    if chosen not in EVENT_LOOPS:
+        raise ConfigError(
+            "event_loop_invalid",
+            f"AGENTFLOW_EVENT_LOOP is {chosen!r}; use one of {', '.join(EVENT_LOOPS)}",
+            solution="Unset AGENTFLOW_EVENT_LOOP (auto) or set it to asyncio.",
+        )
+    _loop_factory = None
+    if chosen == "asyncio":
+        return
+    try:
+        import uvloop
+    except ImportError:
+        if chosen == "uvloop":
+            raise ConfigError(
+                "event_loop_invalid",
+                "AGENTFLOW_EVENT_LOOP is uvloop, which is not installed here (it needs CPython off Windows)",
+                solution="pip install uvloop, or unset AGENTFLOW_EVENT_LOOP.",
+            ) from None
+        return
+    _loop_factory = uvloop.new_event_loop
+
+
+def run_loop(main: Coroutine[Any, Any, T]) -> T:
+    """Run ``main`` to completion on a new event loop of the chosen kind (``choose_event_loop``)."""
+    with asyncio.Runner(loop_factory=_loop_factory) as runner:
+        return runner.run(main)
+
+
 def run_async(main: Callable[[], Awaitable[T]]) -> T:
     """``asyncio.run(main())``, where SIGTERM cancels ``main`` and then exits 143.
 
@@ -115,7 +158,7 @@ def run_async(main: Callable[[], Awaitable[T]]) -> T:
         return await main()
 
     try:
-        return asyncio.run(guarded())
+        return run_loop(guarded())
     except asyncio.CancelledError:
         if terminated:
             raise typer.Exit(128 + signal.SIGTERM) from None

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from agentflow.cli.common import IMPORTS_OPTION, console, err_console, fail, settings_with
+from agentflow.cli.common import IMPORTS_OPTION, console, err_console, fail, run_loop, settings_with
 from agentflow.core.errors import AgentflowError
 from agentflow.engine import Engine
 from agentflow.settings import Settings
@@ -37,7 +37,7 @@ def serve(
     """
     settings = settings_with(imports)
     try:
-        code = asyncio.run(
+        code = run_loop(
             run_server(
                 settings,
                 host=host or settings.host,
