@@ -11,15 +11,23 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import os
 import shutil
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from agentflow.integrations.sandbox import harness
+from agentflow.integrations.sandbox.cgroups import (
+    EXTRA_TASKS,
+    HEADROOM_BYTES,
+    ExecutionGroup,
+    usable_hierarchy,
+)
 from agentflow.integrations.sandbox.outcome import (
     CodeLimits,
     Ending,
@@ -31,6 +39,8 @@ from agentflow.integrations.sandbox.outcome import (
     judge,
 )
 from agentflow.integrations.sandbox.watch import Watch, start
+
+logger = logging.getLogger(__name__)
 
 MAX_INPUT_BYTES = 8 * MiB
 """The most ``{"code", "input"}`` may take as JSON."""
@@ -76,6 +86,8 @@ class CodeSandbox:
         node: the Node.js binary of JavaScript code, a path or a name on PATH (default: ``node``).
         tier: use this tier instead of the strongest a trial run finds (``basic`` where
             namespaces work: tests, or a machine whose namespaces misbehave).
+        cgroups: give each execution a control group where this worker may make one
+            (``cgroups``: Linux, as root); False: resource limits per process only.
     """
 
     def __init__(
@@ -85,8 +97,10 @@ class CodeSandbox:
         python: str | None = None,
         node: str | None = None,
         tier: Tier | None = None,
+        cgroups: bool = True,
     ) -> None:
         self.require_namespaces = require_namespaces
+        self._groups = usable_hierarchy() if cgroups and sys.platform == "linux" else None
         self._interpreters = {"python": python or base_python(), "javascript": node or "node"}
         self._tier: tuple[Tier | None, str] | None = None if tier is None else (tier, f"{tier} as configured")
         self._probing = asyncio.Lock()
@@ -113,6 +127,9 @@ class CodeSandbox:
             return "basic", f"{sys.platform} has no namespaces"
         trial = [base_python(), "-I", "-S", "-c", "pass"]
         outcome = await self._execute(trial, b"", CodeLimits(), "namespaces", expect_result=False)
+        if outcome.verdict is Verdict.SETUP_FAILED and "cgroup.procs" in (outcome.detail or ""):
+            self._groups = None  # the launcher could not join a group here: go on without
+            outcome = await self._execute(trial, b"", CodeLimits(), "namespaces", expect_result=False)
         if outcome.verdict is Verdict.OK and outcome.isolation.get("tier") == "namespaces":
             return "namespaces", "this worker can create namespaces"
         why = outcome.detail if outcome.verdict is Verdict.SETUP_FAILED else outcome.log or outcome.detail
@@ -157,6 +174,9 @@ class CodeSandbox:
                 "tmp_bytes": limits.tmp_bytes,
             },
         }
+        group = self._group_for(limits)
+        if group is not None:
+            spec["cgroup_procs"] = group.procs
         try:
             try:
                 started = await start(*self._command(program, spec))
@@ -168,10 +188,29 @@ class CodeSandbox:
                 ending: Ending = await Watch(started, status_read, limits).watch(stdin)
             finally:
                 started.transport.close()
+            if group is not None:
+                ending = replace(ending, oom_killed=group.oom_killed())
         finally:
             os.close(status_read)
+            if group is not None:  # what the code left running goes with it
+                await asyncio.to_thread(group.close)
             await asyncio.to_thread(shutil.rmtree, workdir, True)
         return judge(ending, expect_result=expect_result)
+
+    def _group_for(self, limits: CodeLimits) -> ExecutionGroup | None:
+        """A control group for one execution, or None (none here, or the kernel refused one
+        now: the resource limits still bound each process)."""
+        if self._groups is None:
+            return None
+        try:
+            return ExecutionGroup(
+                self._groups,
+                limits.memory_bytes + limits.tmp_bytes + HEADROOM_BYTES,
+                limits.processes + EXTRA_TASKS,
+            )
+        except OSError as exc:
+            logger.warning("code sandbox: no control group for this execution: %s", exc)
+            return None
 
     def _command(self, program: list[str], spec: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
         """How to start the launcher for ``program``: no environment, a session of its own,

@@ -21,7 +21,9 @@ Tiers (``spec["tier"]``):
 
 Both tiers: no new privileges, a parent-death signal, the seccomp filter (Linux), a lower CPU
 priority (nice 10), resource limits (CPU seconds, data memory, file size, processes, open
-files, no core files), and, when the worker runs as root, a fresh unprivileged user id.
+files, no core files), and, when the worker runs as root, a fresh unprivileged user id and
+the execution's control group (``spec["cgroup_procs"]``, joined before anything else; see
+``cgroups``).
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ def main(spec_text: str) -> None:
     spec: dict[str, Any] = json.loads(spec_text)
     status: int = spec["status_fd"]
     try:
+        for procs in spec.get("cgroup_procs", []):  # first: everything after counts in the group
+            with open(procs, "w") as handle:
+                handle.write(str(os.getpid()))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         if sys.platform == "linux":
             linux.die_with_parent(signal.SIGKILL)  # the worker died: so does the code
@@ -188,6 +193,7 @@ def _confine(
     """The steps both tiers share, in order: parent-death signal (after any change of user,
     which clears it), no new privileges, Landlock, seccomp, resource limits; then exec."""
     limits: dict[str, int] = spec["limits"]
+    report["cgroup"] = bool(spec.get("cgroup_procs"))
     processes = limits["processes"]
     if shared_user and sys.platform == "linux":
         processes += _tasks_of(os.getuid())  # the limit counts every task of this user

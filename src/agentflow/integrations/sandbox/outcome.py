@@ -29,10 +29,13 @@ class CodeLimits:
 
     Attributes:
         timeout: wall-clock seconds; CPU seconds are capped at the next whole second.
-        memory_bytes: data memory of each process (RLIMIT_DATA: heap and private mappings).
+        memory_bytes: data memory of each process (RLIMIT_DATA: heap and private mappings);
+            with a control group (``cgroups``), also of all of them together, plus ``tmp_bytes``
+            and 64 MiB for the interpreters.
         max_output_bytes: the result's JSON on stdout.
         max_log_bytes: what the code prints (stderr).
-        processes: processes and threads (RLIMIT_NPROC, counted for the sandbox's user alone).
+        processes: processes and threads (RLIMIT_NPROC, counted for the sandbox's user alone;
+            and the control group's task count).
         file_bytes: the largest file the code may write.
         open_files: file descriptors per process.
         tmp_bytes: the private ``/tmp`` in the ``namespaces`` tier.
@@ -98,6 +101,7 @@ class Ending:
         overflow: the stream that passed its limit, if one did.
         timed_out: the wall clock ran out.
         seconds: wall time.
+        oom_killed: the kernel killed one of its processes at its control group's memory limit.
     """
 
     returncode: int | None
@@ -107,6 +111,7 @@ class Ending:
     overflow: str | None
     timed_out: bool
     seconds: float
+    oom_killed: bool = False
 
 
 def judge(ending: Ending, *, expect_result: bool = True) -> Outcome:
@@ -128,7 +133,7 @@ def judge(ending: Ending, *, expect_result: bool = True) -> Outcome:
         return Outcome(Verdict.TIMEOUT, detail="wall clock" if ending.timed_out else "CPU time", **facts)
     if code == 0:
         return _result(ending.stdout, facts) if expect_result else Outcome(Verdict.OK, **facts)
-    if code == harness.EXIT_MEMORY or any(sign in log for sign in _MEMORY_SIGNS):
+    if code == harness.EXIT_MEMORY or ending.oom_killed or any(sign in log for sign in _MEMORY_SIGNS):
         return Outcome(Verdict.MEMORY, **facts)
     detail = (
         f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit status {code}"
