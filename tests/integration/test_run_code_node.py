@@ -8,7 +8,9 @@ refuses to publish them, and a worker that did not fails them with ``run_code_di
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
+import sys
 from collections.abc import AsyncIterator
 from typing import Any
 from uuid import UUID
@@ -78,6 +80,7 @@ async def test_python_code_gets_its_input_as_json_and_its_result_is_the_nodes_ou
     assert step.output == {"total": 13.0, "count": 2}
     assert step.input["input"] == {"items": payload["lines"]} and step.input["language"] == "python"
     assert step.input["sandbox"] in ("namespaces", "basic")
+    assert step.input["cgroup"] is (os.geteuid() == 0 and sys.platform == "linux"), step.input
 
 
 async def test_by_default_the_code_gets_the_previous_nodes_output(engine: Engine, worker: Worker) -> None:

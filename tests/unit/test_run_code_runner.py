@@ -53,13 +53,19 @@ async def failure_of(outcome: Outcome, **fields: Any) -> StepFailure:
 
 
 async def test_the_rendered_input_and_the_nodes_limits_go_to_the_sandbox() -> None:
-    sandbox = ScriptedSandbox(Outcome(Verdict.OK, value={"doubled": 4}, isolation={"tier": "namespaces"}))
+    isolation = {"tier": "namespaces", "cgroup": True}
+    sandbox = ScriptedSandbox(Outcome(Verdict.OK, value={"doubled": 4}, isolation=isolation))
     spec = node(
         input={"n": "{{ payload.n }}", "fixed": [1]}, timeout="3s", memory_mb=128, max_output_bytes=5000
     )
     step_input, result = await RUNNER.run(spec, CTX, env(sandbox, payload={"n": 2}))
     assert result.output == {"doubled": 4}
-    assert step_input == {"language": "python", "input": {"n": 2, "fixed": [1]}, "sandbox": "namespaces"}
+    assert step_input == {
+        "language": "python",
+        "input": {"n": 2, "fixed": [1]},
+        "sandbox": "namespaces",
+        "cgroup": True,
+    }
     [(language, code, value, limits)] = sandbox.asked
     assert (language, code, value) == ("python", spec.code, {"n": 2, "fixed": [1]})
     assert (limits.timeout, limits.memory_bytes, limits.max_output_bytes) == (3.0, 128 << 20, 5000)

@@ -57,7 +57,12 @@ class RunCodeRunner(BaseRunner):
         outcome = await env.code.run(node.language, node.code, value, limits)
         if outcome.verdict is not Verdict.OK:
             raise failure(node, outcome, limits)
-        step_input = {"language": node.language, "input": value, "sandbox": outcome.isolation.get("tier")}
+        step_input = {
+            "language": node.language,
+            "input": value,
+            "sandbox": outcome.isolation.get("tier"),
+            "cgroup": bool(outcome.isolation.get("cgroup")),  # one memory limit for all its processes
+        }
         return step_input, NodeResult(output=outcome.value)
 
 
