@@ -19,7 +19,9 @@ DECLARED_COLUMNS = {
         "workspace_id", "id", "name", "kind", "latest_version", "draft", "enabled", "created_at", "updated_at",
         "archived_at",
     },
-    "workflow_versions": {"workspace_id", "workflow_id", "version", "config", "content_hash", "created_at", "refs"},
+    "workflow_versions": {
+        "workspace_id", "workflow_id", "version", "config", "content_hash", "created_at", "refs", "needs_code",
+    },
     "runs": {
         "workspace_id", "id", "workflow_id", "workflow_version", "status", "status_reason", "active",
         "enrollment_key", "input", "state", "output", "error", "step_seq", "attempt", "rescues", "due_at",
@@ -197,6 +199,37 @@ async def test_upgrade_is_idempotent_and_versions_are_immutable(empty_db: asyncp
     await empty_db.execute("UPDATE workflow_versions SET refs = '{tool:x}'")
     with pytest.raises(asyncpg.RaiseError, match="immutable"):
         await empty_db.execute("UPDATE workflow_versions SET refs = '{tool:y}'")
+
+
+async def test_a_version_needs_a_code_worker_when_a_run_code_node_appears_anywhere(
+    empty_db: asyncpg.Connection,
+) -> None:
+    await migrate.upgrade(empty_db)
+    ws = await empty_db.fetchval("SELECT id FROM workspaces")
+    configs = {
+        '{"nodes": [{"id": "a", "type": "mapping"}]}': False,
+        '{"nodes": [{"id": "a", "type": "run_code", "code": "x"}]}': True,
+        '{"nodes": [{"id": "a", "type": "agent", "tools": [{"id": "t", "type": "run_code"}]}]}': True,
+        '{"kind": "agent", "tools": ["run_code"]}': False,  # a tool named so is not a code step
+    }
+    for n, config in enumerate(configs, start=1):
+        wf = await empty_db.fetchval(
+            "INSERT INTO workflows (workspace_id, id, name, kind, latest_version)"
+            " VALUES ($1, gen_random_uuid(), $2, 'structured', 1) RETURNING id",
+            ws,
+            f"w{n}",
+        )
+        await empty_db.execute(
+            "INSERT INTO workflow_versions (workspace_id, workflow_id, version, config, content_hash)"
+            " VALUES ($1, $2, 1, $3::jsonb, 'h')",
+            ws,
+            wf,
+            config,
+        )
+        needed = await empty_db.fetchval(
+            "SELECT needs_code FROM workflow_versions WHERE workflow_id = $1", wf
+        )
+        assert needed is configs[config], config
 
 
 async def test_tampered_or_unknown_migrations_are_refused(empty_db: asyncpg.Connection) -> None:

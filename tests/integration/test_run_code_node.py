@@ -2,7 +2,7 @@
 checkpoints what ``main`` returned, or the error, which the node's ``error`` port can take.
 
 The engine's operator switched code steps on (``run_code="on"``); an engine that did not
-refuses to publish them, and a worker that did not fails them with ``run_code_disabled``.
+refuses to publish them, and a worker that did not leaves their runs to workers that did.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ from agentflow.core.records import RunRecord, StepRecord
 from agentflow.engine import Engine
 from agentflow.integrations.sandbox import CodeSandbox
 from agentflow.runtime.worker import Worker
+from agentflow.store import runs
 from tests.conftest import make_settings
+from tests.support.agents import running_worker
 from tests.support.http_server import serve
 
 SUM = """
@@ -219,17 +221,27 @@ async def test_an_engine_with_code_steps_off_refuses_to_publish_them(database_ur
         assert await engine.list_workflows() == []
 
 
-async def test_a_worker_with_code_steps_off_fails_a_published_one_with_run_code_disabled(
+async def test_workers_with_code_steps_off_leave_runs_with_code_to_workers_that_run_it(
     engine: Engine, database_url: str
 ) -> None:
-    await engine.publish_workflow(flow("published-earlier", code("c", "def main(input):\n    return 1")))
-    run = await engine.start_run("published-earlier", None)
+    await engine.publish_workflow(flow("with-code", code("c", "def main(input):\n    return 7")))
+    await engine.publish_workflow(flow("plain", {"id": "shape", "type": "mapping", "output": {"n": 1}}))
+    coded, plain = await engine.start_run("with-code", None), await engine.start_run("plain", None)
     async with Engine.open(make_settings(database_url, run_code="off"), migrate_schema=False) as off:
         worker = off.worker(concurrency=2)
         task = asyncio.create_task(worker.run())
         try:
-            done = await off.wait_for_run(run.id, timeout=30)
+            assert (await off.wait_for_run(plain.id, timeout=30)).status == "completed"
+            await asyncio.sleep(1.0)  # a few claim rounds
+            left = await engine.get_run(coded.id)
+            assert (left.status, left.started_at) == ("created", None), "never claimed by it"
         finally:
             worker.stop()
             await asyncio.wait_for(task, 10)
-    assert done.error is not None and done.error["code"] == "run_code_disabled", done.error
+    # The claim's filter is what kept it: a worker that runs code takes it (negative control).
+    (taken,) = await runs.claim(engine.db.pool, "code-worker", 10, 30.0, 3, code=True)
+    assert taken.run.id == coded.id
+    await runs.release(engine.db.pool, coded.workspace_id, coded.id, taken.run.fencing_token, "code-worker")
+    async with running_worker(engine):
+        done = await engine.wait_for_run(coded.id, timeout=30)
+    assert (done.status, done.output) == ("completed", 7), done.error

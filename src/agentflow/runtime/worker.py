@@ -236,6 +236,7 @@ class Worker:
                         # A run the claim ends (worker_lost, a cancel) tells it as a checkpoint would.
                         tell_failed=await self._listeners.audience(RUN_FAILED) if tell else None,
                         tell_canceled=await self._listeners.audience(RUN_CANCELED) if tell else None,
+                        code=self._env.code is not None,
                     )
                     failpoint("after_claim")
                     for item in claimed:
@@ -257,7 +258,7 @@ class Worker:
     async def _sleep_for(self, idle: bool) -> float:
         delay = self.settings.poll_interval
         if len(self._held) < self.concurrency:
-            due = await runs.seconds_to_next_due(self.db.pool)
+            due = await runs.seconds_to_next_due(self.db.pool, code=self._env.code is not None)
             if due is not None:
                 # A run due later: sleep exactly until then. One overdue but not claimable
                 # (locked by another worker): look again soon, without spinning.

@@ -119,6 +119,27 @@ SELECT * FROM claimed""",
 )
 
 
+# Workers with code steps off leave runs whose version has run_code nodes to those that run
+# code (migration 0032): the claim skips them, and so does the look for the next due run.
+_NO_CODE = """ AND NOT EXISTS (SELECT 1 FROM workflow_versions v WHERE v.workspace_id = runs.workspace_id
+        AND v.workflow_id = runs.workflow_id AND v.version = runs.workflow_version AND v.needs_code)"""
+
+
+def _without_code(statement: str) -> str:
+    """``statement`` (a claim) taking no run that needs a worker with code steps on."""
+    for line in (
+        "WHERE due_at <= now() AND lease_owner IS NOT NULL",
+        "WHERE due_at <= now() AND lease_owner IS NULL",
+    ):
+        assert statement.count(line) == 1, line
+        statement = statement.replace(line, line + _NO_CODE)
+    return statement
+
+
+_CLAIM_NO_CODE = _without_code(_CLAIM)
+_CLAIM_TELLING_NO_CODE = _without_code(_CLAIM_TELLING)
+
+
 @dataclass(frozen=True)
 class Claimed:
     """A run a worker now holds (``run.status == in_progress``), or one the claim ended."""
@@ -138,6 +159,7 @@ async def claim(
     *,
     tell_failed: list[UUID] | None = None,
     tell_canceled: list[UUID] | None = None,
+    code: bool = True,
 ) -> list[Claimed]:
     """Claim up to ``limit`` due runs in one statement, runs whose lease expired first.
 
@@ -147,14 +169,16 @@ async def claim(
     with ``worker_lost`` instead, its error saying which. A run whose cancel was requested
     is canceled. Both come back with their terminal status, and publish ``run.failed`` /
     ``run.canceled`` with the change when their workspace is in ``tell_failed`` /
-    ``tell_canceled`` (workspaces with a workflow that listens).
+    ``tell_canceled`` (workspaces with a workflow that listens). ``code=False`` (a worker with
+    code steps off) leaves the runs of versions with ``run_code`` nodes to other workers.
     """
     unstarted = 3 * max_rescues + 1 if max_unstarted_rescues is None else max_unstarted_rescues
     args: tuple[object, ...] = (owner, limit, lease_ttl, max_rescues, unstarted)
     if tell_failed or tell_canceled:
-        rows = await pool.fetch(_CLAIM_TELLING, *args, tell_failed or [], tell_canceled or [])
+        telling = _CLAIM_TELLING if code else _CLAIM_TELLING_NO_CODE
+        rows = await pool.fetch(telling, *args, tell_failed or [], tell_canceled or [])
     else:
-        rows = await pool.fetch(_CLAIM, *args)
+        rows = await pool.fetch(_CLAIM if code else _CLAIM_NO_CODE, *args)
     return [Claimed(RunRecord.from_row(r), r["rescued"], r["inbox_seq"]) for r in rows]
 
 
@@ -373,11 +397,18 @@ async def retry(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID) -> RunReco
     return RunRecord.from_row(row) if row else None
 
 
-async def seconds_to_next_due(pool: asyncpg.Pool) -> float | None:
+async def seconds_to_next_due(pool: asyncpg.Pool, *, code: bool = True) -> float | None:
     """Seconds (database clock) until the earliest due run; negative if one is overdue.
-    Loop items not let run yet (due 'infinity') are never due."""
-    value = await pool.fetchval(
-        "SELECT extract(epoch FROM min(due_at) - clock_timestamp())::float8 FROM runs"
-        " WHERE due_at < 'infinity'"
-    )
+    Loop items not let run yet (due 'infinity') are never due; ``code=False``: nor are runs
+    that need a worker with code steps on."""
+    if code:
+        value = await pool.fetchval(
+            "SELECT extract(epoch FROM min(due_at) - clock_timestamp())::float8 FROM runs"
+            " WHERE due_at < 'infinity'"
+        )
+    else:
+        value = await pool.fetchval(
+            "SELECT extract(epoch FROM due_at - clock_timestamp())::float8 FROM runs"
+            f" WHERE due_at < 'infinity'{_NO_CODE} ORDER BY due_at LIMIT 1"
+        )
     return None if value is None else float(value)
