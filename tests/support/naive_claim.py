@@ -66,8 +66,9 @@ async def claim(
     *,
     tell_failed: object = None,
     tell_canceled: object = None,
+    code: bool = True,
 ) -> list[Claimed]:
     """The naive claim, with the signature of ``agentflow.store.runs.claim`` (it tells no
-    lifecycle event: R11 listens to none)."""
+    lifecycle event: R11 listens to none; it has no code steps to route)."""
     rows = await pool.fetch(_NAIVE_CLAIM, owner, limit, lease_ttl, max_rescues)
     return [Claimed(RunRecord.from_row(r), r["rescued"], r["inbox_seq"]) for r in rows]

@@ -45,7 +45,7 @@ class _SkewedPool:
         return getattr(self._pool, name)
 
     async def fetch(self, sql: str, *args: Any, **kwargs: Any) -> Any:
-        if sql == runs._CLAIM:
+        if sql in (runs._CLAIM, runs._CLAIM_NO_CODE):  # a worker with code steps on, or off
             return await self._pool.fetch(skewed(sql), *args, datetime.now(UTC) + _SKEW, **kwargs)
         return await self._pool.fetch(sql, *args, **kwargs)
 
