@@ -181,12 +181,26 @@ async def get_workflow(workflow_id: str, engine: EngineDep, workspace: Workspace
         **Workflow.model_validate(workflow).model_dump(),
         config=latest.config,
         content_hash=latest.content_hash,
-        graph=_graph_of(latest.config),
+        graph=_graph_of(latest.config, latest.content_hash),
     )
 
 
-def _graph_of(document: dict[str, Any]) -> WorkflowGraph | None:
-    """The graph a stored structured config runs (None for other kinds)."""
+_GRAPHS: dict[str, WorkflowGraph | None] = {}
+"""Graphs drawn, by their config's content hash (a version's config never changes)."""
+_GRAPHS_KEPT = 256
+
+
+def _graph_of(document: dict[str, Any], content_hash: str) -> WorkflowGraph | None:
+    """The graph a stored structured config runs (None for other kinds), validated and drawn
+    once per content hash: the console asks for it on every visit of a workflow's page."""
+    if content_hash not in _GRAPHS:
+        if len(_GRAPHS) >= _GRAPHS_KEPT:
+            _GRAPHS.pop(next(iter(_GRAPHS)))
+        _GRAPHS[content_hash] = _draw(document)
+    return _GRAPHS[content_hash]
+
+
+def _draw(document: dict[str, Any]) -> WorkflowGraph | None:
     config = validate_config(document, stored=True)
     if not isinstance(config, StructuredConfig):
         return None

@@ -1,8 +1,11 @@
-"""Assemble what agent runs need from the settings: models, prices, knowledge, the HTTP client."""
+"""Assemble what a worker's runs need from the settings: models, prices, knowledge, the HTTP
+client, credentials, the code sandbox (the agents' and the nodes' environments)."""
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Callable
 from uuid import UUID
 
 from agentflow.agent import script
@@ -12,15 +15,22 @@ from agentflow.core.errors import ErrorInfo
 from agentflow.core.tools import ToolRegistry
 from agentflow.integrations.guarded_http import guarded_client
 from agentflow.integrations.mcp_client import McpConnector
+from agentflow.integrations.sandbox import CodeSandbox
 from agentflow.knowledge.base import KnowledgeBase
 from agentflow.llm.base import ModelProvider
 from agentflow.llm.pricing_file import load_price_table
 from agentflow.llm.scripted import ScriptedProvider
 from agentflow.llm.select import resolve_model
+from agentflow.nodes.base import NodeEnv
+from agentflow.nodes.credential_access import CredentialAccess
 from agentflow.nodes.model_access import ModelAccess
+from agentflow.nodes.people_access import PeopleAccess
 from agentflow.nodes.threads import ToolThreads
+from agentflow.nodes.workflow_access import WorkflowAccess
+from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.model_timing import timed
-from agentflow.settings import Settings
+from agentflow.settings import Settings, previous_sealing_keys
+from agentflow.settings import sealing_key as settings_sealing_key
 from agentflow.store.database import Database
 from agentflow.store.run_deltas import DeltaWriter
 
@@ -96,3 +106,49 @@ def node_models(env: AgentEnv) -> ModelAccess:
         return DeltaWriter(env.pool, workspace_id, run_id, step, attempt)
 
     return ModelAccess(env.model, env.prices, over_budget, sink)
+
+
+def build_node_env(
+    db: Database,
+    settings: Settings,
+    agents: AgentEnv,
+    tools: ToolRegistry,
+    threads: ToolThreads,
+    configs: ConfigCache,
+    *,
+    sealing_key: Callable[[], bytes] | None = None,
+) -> NodeEnv:
+    """What a worker's nodes use: the agents' models, HTTP client, MCP connector and (set on
+    ``agents`` too) credentials sealed with ``sealing_key`` (default: the settings' key), the
+    code sandbox when code steps are on, child workflows, people."""
+    agents.credentials = CredentialAccess(
+        db.pool,
+        sealing_key or functools.partial(settings_sealing_key, settings, settings.database_url is None),
+        agents.http,
+        previous_keys=previous_sealing_keys(settings),
+    )
+    return NodeEnv(
+        tools,
+        threads,
+        {},
+        models=node_models(agents),
+        http=agents.http,
+        mcp=agents.mcp,
+        code=code_sandbox(settings),
+        credentials=agents.credentials,
+        workflows=WorkflowAccess(db.pool, configs.parse),
+        public_url=settings.base_url,
+        people=PeopleAccess(db.pool),
+        reply_to=settings.reply_to,
+    )
+
+
+def code_sandbox(settings: Settings) -> CodeSandbox | None:
+    """The sandbox of code steps as the operator set it up, or None while they are off."""
+    if settings.run_code == "off":
+        return None
+    return CodeSandbox(
+        require_namespaces=settings.run_code == "isolated",
+        python=settings.run_code_python,
+        node=settings.run_code_node,
+    )

@@ -22,7 +22,6 @@ from uuid import UUID
 
 from agentflow.agent.env import AgentEnv
 from agentflow.agent.gate import ModelGate
-from agentflow.agent.reply_judge import ModelReplyJudge
 from agentflow.core.definitions import AgentConfig, StructuredConfig
 from agentflow.core.graph.looping import LoopProgress
 from agentflow.core.inbox import EMPTY
@@ -30,27 +29,17 @@ from agentflow.core.lifecycle import RUN_CANCELED, RUN_FAILED
 from agentflow.core.records import RunRecord
 from agentflow.core.statuses import RunStatus
 from agentflow.core.tools import ToolRegistry, default_registry
-from agentflow.integrations.sandbox import CodeSandbox
 from agentflow.llm.base import ModelProvider
-from agentflow.nodes.base import NodeEnv
-from agentflow.nodes.credential_access import CredentialAccess
-from agentflow.nodes.people_access import PeopleAccess
 from agentflow.nodes.threads import ToolThreads
-from agentflow.nodes.workflow_access import WorkflowAccess
 from agentflow.runtime import agent_step, log_context, metrics, step, tracing
-from agentflow.runtime.agent_setup import build_agent_env, node_models
+from agentflow.runtime.agent_setup import build_agent_env, build_node_env
 from agentflow.runtime.branches import BranchDriver
-from agentflow.runtime.companions import Companion, keep_running
+from agentflow.runtime.companions import Companion, keep_running, worker_companions
 from agentflow.runtime.configs import ConfigCache
-from agentflow.runtime.dispatcher import Dispatcher
 from agentflow.runtime.failpoints import failpoint
-from agentflow.runtime.gatekeeper import EventGate, Gatekeeper
+from agentflow.runtime.gatekeeper import EventGate
 from agentflow.runtime.lifecycle_listeners import LifecycleListeners
-from agentflow.runtime.notifier import Notifier
-from agentflow.runtime.reply_reader import ReplyReader
-from agentflow.runtime.scheduler import Scheduler
-from agentflow.settings import Settings, previous_sealing_keys
-from agentflow.settings import sealing_key as settings_sealing_key
+from agentflow.settings import Settings
 from agentflow.store import inbox, loops, reads, runs
 from agentflow.store.database import TRANSACTION_CONFLICTS, UNAVAILABLE_ERRORS, Database, unavailable
 
@@ -116,25 +105,8 @@ class Worker:
         self._listeners = LifecycleListeners(db, self._configs)
         self.threads = ToolThreads()
         self.agents: AgentEnv = build_agent_env(db, settings, self._tools, self.threads, model=model)
-        self.agents.credentials = CredentialAccess(
-            db.pool,
-            sealing_key or functools.partial(settings_sealing_key, settings, settings.database_url is None),
-            self.agents.http,
-            previous_keys=previous_sealing_keys(settings),
-        )
-        self._env = NodeEnv(
-            self._tools,
-            self.threads,
-            {},
-            models=node_models(self.agents),
-            http=self.agents.http,
-            mcp=self.agents.mcp,
-            code=code_sandbox(settings),
-            credentials=self.agents.credentials,
-            workflows=WorkflowAccess(db.pool, self._configs.parse),
-            public_url=settings.base_url,
-            people=PeopleAccess(db.pool),
-            reply_to=settings.reply_to,
+        self._env = build_node_env(
+            db, settings, self.agents, self._tools, self.threads, self._configs, sealing_key=sealing_key
         )
         gate = gate or ModelGate(self.agents.model, self.agents.prices)
         self._wake = asyncio.Event()
@@ -145,44 +117,17 @@ class Worker:
         self._held: dict[UUID, _Held] = {}
         self._drivers: set[asyncio.Task[None]] = set()
         self._planned_wake = 0.0
-        # Loops that run beside the claim loop: events -> runs, and cron -> runs.
+        # Loops that run beside the claim loop: events -> runs, cron -> runs, the outbox ...
         self._companions: list[Companion] = (
-            [
-                Dispatcher(db).consumer(poll_interval=settings.poll_interval),
-                Scheduler(
-                    db,
-                    poll_interval=settings.poll_interval,
-                    retention=settings.event_retention_hours * 3600
-                    if settings.event_retention_hours
-                    else None,
-                    run_retention_days=settings.run_retention_days,
-                    audit_retention_days=settings.audit_retention_days,
-                    listeners=self._listeners,
-                ),
-                Gatekeeper(
-                    db, gate, owner=self.name, poll_interval=settings.poll_interval, listeners=self._listeners
-                ),
-                Notifier(
-                    db,
-                    self.agents.http,
-                    smtp_url=settings.smtp_url,
-                    smtp_from=settings.smtp_from,
-                    owner=self.name,
-                    poll_interval=settings.poll_interval,
-                    slack_bot_token=settings.slack_bot_token.get_secret_value()
-                    if settings.slack_bot_token
-                    else None,
-                    slack_api_url=settings.slack_api_url,
-                ),
-                ReplyReader(
-                    db,
-                    ModelReplyJudge(self.agents.model, self.agents.prices),
-                    self._configs,
-                    settings,
-                    owner=self.name,
-                    poll_interval=settings.poll_interval,
-                ),
-            ]
+            worker_companions(
+                db,
+                settings,
+                owner=self.name,
+                gate=gate,
+                agents=self.agents,
+                configs=self._configs,
+                listeners=self._listeners,
+            )
             if dispatch
             else []
         )
@@ -475,14 +420,3 @@ class Worker:
             for claim in held:
                 if claim.run_id not in kept:
                     claim.cancel_steps()  # lease lost: stop wasting work; the fence rejects it anyway
-
-
-def code_sandbox(settings: Settings) -> CodeSandbox | None:
-    """The sandbox of code steps as the operator set it up, or None while they are off."""
-    if settings.run_code == "off":
-        return None
-    return CodeSandbox(
-        require_namespaces=settings.run_code == "isolated",
-        python=settings.run_code_python,
-        node=settings.run_code_node,
-    )
