@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import importlib
+import logging
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -59,13 +61,15 @@ from agentflow.runtime.lifecycle_listeners import LifecycleListeners
 from agentflow.runtime.worker import Worker
 from agentflow.settings import Settings, previous_sealing_keys, sealing_key
 from agentflow.store import migrate, reads, run_search, runs, workflows
-from agentflow.store.database import Database
+from agentflow.store.database import UNAVAILABLE_ERRORS, Database, unavailable
 from agentflow.store.embedded import EmbeddedServer
 from agentflow.store.run_starts import Started
 from agentflow.store.workflows import Published
 from agentflow.taskboard import TaskBoard
 from agentflow.webhooks import Webhooks
 from agentflow.workspaces import Workspaces
+
+logger = logging.getLogger(__name__)
 
 
 class Engine:
@@ -114,18 +118,26 @@ class Engine:
     @classmethod
     @asynccontextmanager
     async def open(
-        cls, settings: Settings | None = None, *, migrate_schema: bool = True
+        cls, settings: Settings | None = None, *, migrate_schema: bool = True, wait: float = 0.0
     ) -> AsyncIterator[Engine]:
-        """Connect (starting the embedded server when no URL is set) and migrate."""
-        engine = await cls.connect(settings, migrate_schema=migrate_schema)
+        """Connect (starting the embedded server when no URL is set) and migrate; ``wait``: as
+        for ``connect``."""
+        engine = await cls.connect(settings, migrate_schema=migrate_schema, wait=wait)
         try:
             yield engine
         finally:
             await engine.close()
 
     @classmethod
-    async def connect(cls, settings: Settings | None = None, *, migrate_schema: bool = True) -> Engine:
-        """Like ``open`` without the context manager; call ``close()`` when done."""
+    async def connect(
+        cls, settings: Settings | None = None, *, migrate_schema: bool = True, wait: float = 0.0
+    ) -> Engine:
+        """Like ``open`` without the context manager; call ``close()`` when done.
+
+        ``wait``: seconds to keep trying while the database cannot serve yet (down, starting
+        up, shutting down, too many connections), as a service that starts beside its database
+        must; 0 fails at once.
+        """
         settings = settings or Settings()
         configured_embedder(settings)  # AGENTFLOW_EMBEDDINGS=local without its extra fails here
         for module in settings.import_modules:
@@ -136,9 +148,7 @@ class Engine:
             embedded = await asyncio.to_thread(EmbeddedServer, settings.data_dir)
             url = embedded.url()
         try:
-            if migrate_schema:
-                await upgrade_schema(url)
-            db = await Database.connect(url, settings)
+            db = await _reach(url, settings, migrate_schema, wait)
         except BaseException:
             if embedded is not None:
                 embedded.stop()
@@ -440,6 +450,24 @@ class Engine:
             if await reads.count_active(self.db.pool) == 0:
                 worker.stop()
         await task
+
+
+async def _reach(url: str, settings: Settings, migrate_schema: bool, wait: float) -> Database:
+    """Migrate and open the pool, trying again for up to ``wait`` seconds while the database
+    is unavailable (``store.database.unavailable``); other errors at once."""
+    deadline = time.monotonic() + wait
+    pause = 0.2
+    while True:
+        try:
+            if migrate_schema:
+                await upgrade_schema(url)
+            return await Database.connect(url, settings)
+        except UNAVAILABLE_ERRORS as exc:
+            if not unavailable(exc) or time.monotonic() + pause > deadline:
+                raise
+            logger.warning("database unavailable (%s); trying again in %.1fs", exc, pause)
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 2.0)
 
 
 async def upgrade_schema(url: str) -> list[migrate.Migration]:

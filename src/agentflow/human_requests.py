@@ -8,16 +8,17 @@ resumes the run exactly once; a later one gets 409 naming who answered first.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 from uuid import UUID
 
-from agentflow.core.errors import AuthError, ConfigError, ConflictError, NotFoundError
+from agentflow.core.errors import AgentflowError, AuthError, ConfigError, ConflictError, NotFoundError
 from agentflow.core.ids import DEFAULT_WORKSPACE
 from agentflow.core.link_tokens import REPLY_VIA, read_holder, token_hash
 from agentflow.core.request_answers import checked_answer, edited_call, response_invalid
-from agentflow.store import requests
-from agentflow.store.database import Database
+from agentflow.store import audit_log, requests
+from agentflow.store.database import UNAVAILABLE_ERRORS, Database
 
 STATUSES = ("pending", "approved", "rejected", "answered", "expired")
 VIA = ("in_app", "email", "slack", "webhook", "api", "callback", "event")
@@ -166,9 +167,15 @@ class HumanRequests:
         response: Any,
         reason: str | None,
         responded_by: str | None = None,
+        route: str = "/api/public/requests/{request_id}/respond",
     ) -> dict[str, Any]:
         """Answer a request through its link, as the person (or system) it was given to, or as
-        ``responded_by`` (who pressed a Slack button).
+        ``responded_by`` (who pressed a Slack button), at ``route`` (the audit log's entry).
+
+        The answer, or its refusal once the link is known good, is an entry of the workspace's
+        audit log (``request.respond`` by actor ``link``, named after who answered), begun
+        before the answer as for the API's routes; a forged or expired link names no workspace
+        and is refused before.
 
         Raises:
             AuthError: ``link_invalid``, ``link_expired``.
@@ -176,11 +183,26 @@ class HumanRequests:
             ConfigError: ``response_invalid``.
         """
         request, given_to, via = await self.by_link(request_id, token)
-        return await self.respond(
-            request_id, approved=approved, response=response, reason=reason,
-            responded_by=responded_by or given_to, via=via, workspace_id=request["workspace_id"],
-            by_link=True,
+        workspace_id, who = request["workspace_id"], responded_by or given_to
+        entry = await audit_log.begin(
+            self._db.pool, workspace_id, actor="link", actor_name=who, role="person",
+            action="request.respond", method="POST", route=route,
+            target={"request_id": str(request_id), "via": via},
         )  # fmt: skip
+        status = 500
+        try:
+            answered = await self.respond(
+                request_id, approved=approved, response=response, reason=reason,
+                responded_by=who, via=via, workspace_id=workspace_id, by_link=True,
+            )  # fmt: skip
+            status = 200
+            return answered
+        except AgentflowError as exc:
+            status = exc.status_code
+            raise
+        finally:
+            with contextlib.suppress(*UNAVAILABLE_ERRORS):  # the entry stays begun: outcome unknown
+                await audit_log.finish(self._db.pool, workspace_id, entry, status=status, noted={})
 
     @staticmethod
     def _check_open(request: dict[str, Any]) -> None:

@@ -29,6 +29,8 @@ class Settings(BaseSettings):
         idle_in_transaction_timeout: seconds a connection may sit idle inside a transaction.
         lease_ttl: seconds a worker's claim on a run lasts without a heartbeat.
         poll_interval: the longest a worker sleeps before looking for due runs again.
+        startup_wait: seconds ``agentflow worker`` and ``agentflow serve`` keep trying to reach
+            a database that is down or restarting when they start (0: fail at once).
         worker_concurrency: runs one worker process executes at once.
         max_rescues: lease expiries a run survives before it fails with ``worker_lost``.
         imports: modules to import at start-up (where your tools live), comma-separated.
@@ -119,6 +121,7 @@ class Settings(BaseSettings):
     idle_in_transaction_timeout: float = Field(default=60.0, gt=0)
     lease_ttl: float = Field(default=30.0, ge=0.3)
     poll_interval: float = Field(default=1.0, gt=0)
+    startup_wait: float = Field(default=60.0, ge=0, le=86400)
     worker_concurrency: int = Field(default=16, ge=1, le=1000)
     max_rescues: int = Field(default=3, ge=0)
     imports: str = ""

@@ -298,6 +298,10 @@ async def test_answers_through_mcp_are_in_the_audit_log_with_who_sent_them(engin
             await call(client, "answer_request", request_id=request["id"], approved=True, responded_by="ann")
             again = await client.call_tool("answer_request", {"request_id": request["id"], "approved": False})
             assert again.is_error and text(again).startswith("request_already_answered: ")
+            malformed = await client.call_tool(
+                "answer_request", {"request_id": request["id"], "approved": "maybe"}
+            )
+            assert malformed.is_error and text(malformed).startswith("invalid_arguments: ")
             # Reads and starts are not audited (starts are data plane, recorded on the run).
             await call(client, "list_workflows")
             await call(client, "start_run", workflow="approve me")
@@ -309,6 +313,7 @@ async def test_answers_through_mcp_are_in_the_audit_log_with_who_sent_them(engin
         ("request.respond", "watcher", "viewer", 403, "/mcp"),
         ("request.respond", "oncall", "operator", 200, "/mcp"),
         ("request.respond", "oncall", "operator", 409, "/mcp"),
+        ("request.respond", "oncall", "operator", 422, "/mcp"),
     ]
     assert {e["actor"] for e in entries[1:]} == {f"key:{operator_key['id']}"}
     assert {e["target"]["request_id"] for e in entries} == {request["id"]}

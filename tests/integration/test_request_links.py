@@ -113,6 +113,7 @@ async def test_the_emailed_link_shows_the_request_and_answers_it_as_that_person(
         answer = await api.post(path + "/respond", json={"approved": True}, headers={HEADER: token})
         done = await until(engine, run.id, lambda r: r.status.is_terminal)
         replay = await api.post(path + "/respond", json={"approved": False}, headers={HEADER: token})
+        audit = await api.get("/api/audit", params={"action": "request.respond"})
     assert page == "http://127.0.0.1:8000/answer"
     assert shown.status_code == 200, shown.text
     assert shown.json()["given_to"] == "lee@example.com" and shown.json()["message"] == "Refund 120 USD?"
@@ -126,6 +127,13 @@ async def test_the_emailed_link_shows_the_request_and_answers_it_as_that_person(
     assert done.output == "refunded by lee@example.com via email"
     assert replay.status_code == 409 and replay.json()["error"]["code"] == "request_already_answered"
     assert "lee@example.com" in replay.json()["error"]["message"]
+    # Answers by link are in the audit log as who answered; forged links name no workspace.
+    entries = sorted(audit.json()["entries"], key=lambda e: e["id"])
+    assert [(e["actor"], e["actor_name"], e["role"], e["status"], e["route"]) for e in entries] == [
+        ("link", "lee@example.com", "person", 200, "/api/public/requests/{request_id}/respond"),
+        ("link", "lee@example.com", "person", 409, "/api/public/requests/{request_id}/respond"),
+    ]
+    assert {(e["target"]["request_id"], e["target"]["via"]) for e in entries} == {(request_id, "email")}
 
 
 async def test_a_link_and_the_inbox_answering_at_once_resume_the_run_once(
@@ -284,6 +292,7 @@ async def test_slack_buttons_answer_the_request_as_who_pressed_and_forged_presse
             done = await until(engine, run.id, lambda r: r.status.is_terminal)
             body, headers = slack_press(buttons["reject"]["value"], user="eve")
             again = await api.post(path, content=body, headers=headers)
+            audit = await api.get("/api/audit", params={"action": "request.respond"})
     assert posted.body["text"] == "Refund 120 USD?" and "url" in buttons["open"]
     for refused in (forged, replayed, tampered):
         assert refused.status_code == 401 and refused.json()["error"]["code"] == "slack_signature_invalid", (
@@ -297,6 +306,11 @@ async def test_slack_buttons_answer_the_request_as_who_pressed_and_forged_presse
     (told,) = slack.calls("/respond/T1")  # the message now says who decided
     assert told.body == {"replace_original": True, "text": "Approved by lee."}
     assert again.status_code == 409 and again.json()["error"]["code"] == "request_already_answered"
+    entries = sorted(audit.json()["entries"], key=lambda e: e["id"])
+    assert [(e["actor_name"], e["status"], e["route"], e["target"]["via"]) for e in entries] == [
+        ("slack:lee", 200, path, "slack"),
+        ("slack:eve", 409, path, "slack"),
+    ], "signed presses only; the refused ones named no request"
 
 
 async def test_slack_callbacks_are_refused_without_a_signing_secret(database_url: str) -> None:

@@ -27,10 +27,12 @@ class AuditEntry(BaseModel):
     id: int
     at: datetime
     actor: str = Field(
-        description="`key:<key id>`, or `local` (no key: a loopback request).", examples=["local"]
+        description="`key:<key id>`, `local` (no key: a loopback request), or `link` (an answer by"
+        " an emailed link or a Slack button).",
+        examples=["local"],
     )
-    actor_name: str | None = Field(description="The key's name when it acted.")
-    role: str = Field(examples=["admin"])
+    actor_name: str | None = Field(description="The key's name when it acted, or who answered by link.")
+    role: str = Field(description="The key's role, or `person` for an answer by link.", examples=["admin"])
     action: str = Field(examples=["workflow.publish"])
     method: str = Field(examples=["POST"])
     route: str = Field(examples=["/api/ai/workflows"])

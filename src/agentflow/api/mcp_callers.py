@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from uuid import UUID
 
 import asyncpg
+from pydantic import ValidationError
 from starlette.requests import Request
 
 from agentflow.core.errors import AgentflowError, ForbiddenError
@@ -83,7 +84,12 @@ async def begin_answer(pool: asyncpg.Pool, caller: Caller, request_id: str) -> i
 
 async def finish_answer(pool: asyncpg.Pool, caller: Caller, entry: int, error: Exception | None) -> None:
     """Finish the entry with the status the REST route would have answered."""
-    status = 200 if error is None else error.status_code if isinstance(error, AgentflowError) else 500
+    if error is None:
+        status = 200
+    elif isinstance(error, AgentflowError):
+        status = error.status_code
+    else:  # arguments that do not fit the tool's schema are the REST route's 422
+        status = 422 if isinstance(error, ValidationError) else 500
     try:
         await audit_log.finish(pool, caller.workspace_id, entry, status=status, noted={})
     except UNAVAILABLE_ERRORS as exc:  # the entry stays begun: its outcome is unknown, not lost

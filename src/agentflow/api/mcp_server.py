@@ -57,8 +57,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-WORKSPACE_SCOPE_KEY = "agentflow.workspace"
-"""Where the ASGI scope carries the request's workspace to the tool handlers."""
 RUN_PREFIX = "run_"
 MAX_WORKFLOW_TOOLS = 100
 """``run_<workflow>`` tools listed at most (each costs a query per listing)."""
@@ -164,9 +162,7 @@ class McpApp:
         manager = StreamableHTTPSessionManager(self._mcp_server(), stateless=True, json_response=True)
         async with manager.run():
             caller = caller_of(request, workspace)
-            await manager.handle_request(
-                {**scope, WORKSPACE_SCOPE_KEY: workspace, CALLER_SCOPE_KEY: caller}, receive, send
-            )
+            await manager.handle_request({**scope, CALLER_SCOPE_KEY: caller}, receive, send)
 
     def _mcp_server(self) -> Server[Any]:
         if self._server is None:
@@ -326,11 +322,7 @@ def payload_schema(config: dict[str, Any]) -> dict[str, Any]:
 
 def _workspace_of(ctx: ServerRequestContext[Any]) -> UUID:
     """The workspace ``McpApp`` authenticated for the HTTP request carrying this message."""
-    request = ctx.request
-    workspace = request.scope.get(WORKSPACE_SCOPE_KEY) if isinstance(request, Request) else None
-    if not isinstance(workspace, UUID):
-        raise RuntimeError("an MCP message arrived without the workspace of its HTTP request")
-    return workspace
+    return _caller_of(ctx).workspace_id
 
 
 def _caller_of(ctx: ServerRequestContext[Any]) -> Caller:

@@ -72,7 +72,13 @@ async def slack_interaction(
     except ValueError:
         raise AuthError("link_invalid", "this button does not answer any request") from None
     answered = await engine.requests.respond_by_link(
-        found, token, approved=decision == "approve", response=None, reason=None, responded_by=f"slack:{who}"
+        found,
+        token,
+        approved=decision == "approve",
+        response=None,
+        reason=None,
+        responded_by=f"slack:{who}",
+        route="/api/public/slack/interactions",
     )
     await _tell_slack(engine, payload.get("response_url"), f"{answered['status'].capitalize()} by {who}.")
     return SlackAnswer(status=answered["status"], responded_by=answered["responded_by"])

@@ -74,12 +74,15 @@ def run_with_engine(
     *,
     imports: list[str] | None = None,
     settings: Settings | None = None,
+    service: bool = False,
 ) -> T:
     """Open the engine (on ``settings``, by default from the environment), run ``action``, close;
-    turn agentflow errors into exit code 1."""
+    turn agentflow errors into exit code 1. A ``service`` (a worker) waits up to
+    ``startup_wait`` seconds for a database that is down or restarting; a command fails at once."""
 
     async def go() -> T:
-        async with Engine.open(settings or settings_with(imports)) as engine:
+        chosen = settings or settings_with(imports)
+        async with Engine.open(chosen, wait=chosen.startup_wait if service else 0.0) as engine:
             return await action(engine)
 
     try:

@@ -88,7 +88,7 @@ async def run_server(
     )
     if auth == "optional":
         warn_keyless(host, port)
-    async with Engine.open(settings) as engine:
+    async with Engine.open(settings, wait=settings.startup_wait) as engine:
         config = uvicorn.Config(
             create_app(engine, auth=auth, policy=policy),
             host=host,

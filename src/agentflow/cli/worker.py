@@ -41,4 +41,4 @@ def worker(
         await w.run()
         console.print("worker stopped")
 
-    run_with_engine(go, imports=imports)
+    run_with_engine(go, imports=imports, service=True)

@@ -55,8 +55,8 @@ DATA_PLANE: frozenset[tuple[str, str]] = frozenset(
     }
 )
 """Writes left out of the audit log (recorded where they land). Routes under ``/api/public/``
-are left out too: they act by a token, not a workspace key (an answer by link is recorded on
-its request, with who answered)."""
+act by a token, not a workspace key, and have no entry of their own here: an answer by link
+(an emailed link, a Slack button) is audited by ``HumanRequests.respond_by_link`` instead."""
 
 PUBLIC_PREFIX = "/api/public/"
 
