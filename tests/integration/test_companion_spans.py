@@ -6,7 +6,6 @@ named in the outgoing webhook's ``traceparent``)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
 from uuid import UUID, uuid4
 
 import pytest
@@ -15,11 +14,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from agentflow.engine import DEFAULT_WORKSPACE, Engine
-from agentflow.integrations import guarded_client
 from agentflow.runtime import tracing
 from agentflow.runtime.notifier import Notifier
 from agentflow.runtime.scheduler import Scheduler
 from tests.integration.test_dispatch import dispatch_all
+from tests.integration.test_notifier import notifier, receiver  # noqa: F401  (fixtures)
 from tests.integration.test_schedules import outage, scheduled
 from tests.support.target_server import Reply, TargetServer
 
@@ -138,18 +137,6 @@ async def test_a_retention_pass_is_a_span_naming_what_it_deleted(
     }
 
 
-@pytest.fixture
-def receiver() -> Iterator[TargetServer]:
-    with TargetServer("127.0.0.1") as server:
-        yield server
-
-
-@pytest.fixture
-async def notifier(engine: Engine) -> AsyncIterator[Notifier]:
-    async with guarded_client(allow=["127.0.0.1"]) as http:
-        yield Notifier(engine.db, http, smtp_url=None, smtp_from="af@localhost", owner="spans-notifier")
-
-
 async def notify(engine: Engine, url: str, run_id: UUID | None) -> UUID:
     note_id = uuid4()
     await engine.db.pool.execute(
@@ -161,7 +148,10 @@ async def notify(engine: Engine, url: str, run_id: UUID | None) -> UUID:
 
 
 async def test_a_delivery_is_a_span_under_its_runs_span_named_in_the_webhooks_traceparent(
-    engine: Engine, notifier: Notifier, receiver: TargetServer, spans: InMemorySpanExporter
+    engine: Engine,
+    notifier: Notifier,  # noqa: F811
+    receiver: TargetServer,  # noqa: F811
+    spans: InMemorySpanExporter,
 ) -> None:
     await engine.publish_workflow(
         {"name": "notes", "kind": "structured", "nodes": [{"id": "done", "type": "finish", "output": "ok"}]}
@@ -184,7 +174,10 @@ async def test_a_delivery_is_a_span_under_its_runs_span_named_in_the_webhooks_tr
 
 
 async def test_a_failed_delivery_span_says_it_will_be_retried_and_why(
-    engine: Engine, notifier: Notifier, receiver: TargetServer, spans: InMemorySpanExporter
+    engine: Engine,
+    notifier: Notifier,  # noqa: F811
+    receiver: TargetServer,  # noqa: F811
+    spans: InMemorySpanExporter,
 ) -> None:
     receiver.route("/down", Reply(503, body=b"busy"))
     await notify(engine, f"{receiver.url}/down", None)
