@@ -66,6 +66,10 @@ class ToolOutcome:
         complete: the run completes with this summary.
         data: what ``complete`` gave as ``data`` (a workflow with an ``output_schema``).
         refused: the call was refused (not allowed, bad arguments, rejected).
+        child: a run the call starts (an attached ``run_workflow``): its ``id``,
+            ``workflow_id``, ``workflow_version``, ``input``, ``caller_node`` and ``state``.
+        child_waits: the agent waits for the child's end, whose output is the call's result;
+            False: the child runs on its own and ``result`` names it.
     """
 
     result: Any
@@ -77,6 +81,8 @@ class ToolOutcome:
     complete: str | None = None
     data: Any = None
     refused: bool = False
+    child: dict[str, Any] | None = None
+    child_waits: bool = True
 
 
 def refusal(code: str, message: str) -> ToolOutcome:

@@ -18,6 +18,7 @@ from agentflow.llm.base import ModelProvider
 from agentflow.nodes.credential_access import CredentialAccess
 from agentflow.nodes.model_access import ModelResolver
 from agentflow.nodes.threads import ToolThreads
+from agentflow.nodes.workflow_access import WorkflowAccess
 from agentflow.store.checkpoints import ModelUsage
 
 logger = logging.getLogger(__name__)
@@ -41,6 +42,8 @@ class AgentEnv:
         public_url: the API's external base URL, for the links in approval emails.
         reply_to: where replies to approval emails go (None: no reply address).
         credentials: the workspace credential store, for HTTP tools that name a credential.
+        workflows: the workspace's workflows, for an attached ``run_workflow`` (None: its
+            calls fail with ``run_workflow_unavailable``).
     """
 
     pool: asyncpg.Pool
@@ -57,6 +60,7 @@ class AgentEnv:
     public_url: str = "http://127.0.0.1:8000"
     reply_to: str | None = None
     credentials: CredentialAccess | None = None
+    workflows: WorkflowAccess | None = None
     _providers: dict[str | None, tuple[ModelProvider, str]] = field(default_factory=dict)
 
     def model(self, ref: str | None) -> tuple[ModelProvider, str]:

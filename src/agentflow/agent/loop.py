@@ -19,7 +19,7 @@ from uuid import UUID
 
 import asyncpg
 
-from agentflow.agent import mcp_tools, memory, toolbox
+from agentflow.agent import child_calls, mcp_tools, memory, toolbox
 from agentflow.agent.approval_gate import approval_gate
 from agentflow.agent.calls import CallContext, ToolOutcome, refusal
 from agentflow.agent.decision import context_inputs, decision_request
@@ -185,6 +185,14 @@ async def _act(
     config: AgentConfig, run: RunRecord, state: AgentState, attempt: int, seq: int, token: int, env: AgentEnv
 ) -> AgentStep:
     call = state.pending[0]
+    if child_calls.awaited(state, call):  # woken while it waits for the run the call started
+        try:
+            ended = await child_calls.ended(config, run, state, call, env)
+        except StepFailure as failure:  # the child's output does not fit the node's output_params
+            ended = refusal(failure.info.code, failure.info.message)
+        if isinstance(ended, AgentStep):
+            return ended
+        return _acted(state, call, ended, child_calls.step_input(call, state))
     breach = await _budget_breach(config, run, state, env, before="tool")
     if breach is not None:
         return _suspend(state, breach)
@@ -231,6 +239,8 @@ async def _act(
         except Exception as exc:  # a tool's own bug or outage: retried per the workflow's policy
             info = ErrorInfo("tool_exception", f"{type(exc).__name__}: {exc}"[:2000])
             return _failed(config, state, attempt, info, True, TOOL_KIND, call.name, step_input, call)
+    if outcome.child is not None and outcome.child_waits and not outcome.refused:
+        return child_calls.wait_for(state, call, outcome, step_input, seq)
     return _acted(state, call, outcome, step_input)
 
 
@@ -240,7 +250,9 @@ def _acted(state: AgentState, call: ToolCall, outcome: ToolOutcome, step_input: 
     if outcome.refused:
         output["refused"] = True
     effects = (
-        Effects(tasks=outcome.tasks, notifications=outcome.notifications)
+        Effects(
+            tasks=outcome.tasks, notifications=outcome.notifications, children=child_calls.detached(outcome)
+        )
         if not outcome.refused
         else NO_EFFECTS
     )

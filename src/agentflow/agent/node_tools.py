@@ -6,6 +6,10 @@ the run as ``run``. What the runner returns is the call's result; the tasks and 
 it makes are written by the step's checkpoint, exactly once, as for any agent tool. The step's
 idempotency key (``run_id:seq``) is the node's, so an HTTP request carries the same
 ``Idempotency-Key`` and a message the same id on every attempt.
+
+A ``run_workflow`` node starts its child with the step's checkpoint (the child's id derives
+from the step, so a retried step starts the same child, or none); with ``wait`` the agent waits
+for it, holding no worker, and the child's output is the call's result (``agent.loop``).
 """
 
 from __future__ import annotations
@@ -57,9 +61,13 @@ async def call_node(ctx: CallContext, node: NodeSpec, arguments: dict[str, Any])
         credentials=ctx.env.credentials,
         public_url=ctx.env.public_url,
         reply_to=ctx.env.reply_to,
+        workflows=ctx.env.workflows,
     )
     _, result = await runner_for(node.type).run(node, step, env)
     output = result.output
+    if result.child_state is not None:
+        child = {**(result.child_run or {}), "state": result.child_state}
+        return ToolOutcome(result=output, child=child, child_waits=result.child_waits)
     if node.output_params:
         output = shape_output(node.id, node.output_params, output)
     tasks = [{**t.__dict__, "due_at": t.due_at.isoformat() if t.due_at else None} for t in step.tasks]

@@ -38,6 +38,8 @@ class AgentState:
         nudges: answers in a row with text and no tool call (each told to use the tools).
         refused: tool calls in a row that were refused (unknown, bad arguments, failed).
         invalid_outputs: ``complete`` calls whose ``data`` broke the workflow's output_schema.
+        child: the child run the next call waits for (``call_id``, ``run_id``, ``seq``: the
+            step that started it), a ``run_workflow`` node attached to the agent.
     """
 
     phase: str = DECIDE
@@ -52,6 +54,7 @@ class AgentState:
     nudges: int = 0
     refused: int = 0
     invalid_outputs: int = 0
+    child: dict[str, Any] | None = None
 
     @classmethod
     def from_json(cls, doc: dict[str, Any] | None) -> AgentState:
@@ -72,6 +75,7 @@ class AgentState:
             nudges=int(agent.get("nudges", 0)),
             refused=int(agent.get("refused", 0)),
             invalid_outputs=int(agent.get("invalid_outputs", 0)),
+            child=agent.get("child") if isinstance(agent.get("child"), dict) else None,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -96,6 +100,8 @@ class AgentState:
             doc["refused"] = self.refused
         if self.invalid_outputs:
             doc["invalid_outputs"] = self.invalid_outputs
+        if self.child is not None:
+            doc["child"] = self.child
         return {"agent": doc}
 
     def after_decision(self, calls: tuple[ToolCall, ...], usage: Usage, usd: float) -> AgentState:
@@ -124,6 +130,7 @@ class AgentState:
             tool_calls=self.tool_calls + 1,
             plan=plan if plan is not None else self.plan,
             approval=None,
+            child=None,
             refused=self.refused + 1 if refused else 0,
         )
 

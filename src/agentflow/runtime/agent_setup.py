@@ -120,13 +120,14 @@ def build_node_env(
 ) -> NodeEnv:
     """What a worker's nodes use: the agents' models, HTTP client, MCP connector and (set on
     ``agents`` too) credentials sealed with ``sealing_key`` (default: the settings' key), the
-    code sandbox when code steps are on, child workflows, people."""
+    code sandbox when code steps are on, child workflows (set on ``agents`` too), people."""
     agents.credentials = CredentialAccess(
         db.pool,
         sealing_key or functools.partial(settings_sealing_key, settings, settings.database_url is None),
         agents.http,
         previous_keys=previous_sealing_keys(settings),
     )
+    agents.workflows = WorkflowAccess(db.pool, configs.parse)
     return NodeEnv(
         tools,
         threads,
@@ -136,7 +137,7 @@ def build_node_env(
         mcp=agents.mcp,
         code=code_sandbox(settings),
         credentials=agents.credentials,
-        workflows=WorkflowAccess(db.pool, configs.parse),
+        workflows=agents.workflows,
         public_url=settings.base_url,
         people=PeopleAccess(db.pool),
         reply_to=settings.reply_to,

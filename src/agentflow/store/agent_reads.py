@@ -109,3 +109,16 @@ async def elapsed_seconds(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID) 
         workspace_id, run_id,
     )  # fmt: skip
     return float(value or 0.0)
+
+
+async def child_end(
+    pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID, child_id: UUID
+) -> dict[str, Any] | None:
+    """The ``status``, ``output`` and ``error`` of the child ``child_id`` of ``run_id``, or None
+    while it has not ended (or does not exist yet)."""
+    row = await pool.fetchrow(
+        "SELECT status, output, error FROM runs WHERE workspace_id = $1 AND id = $2"
+        " AND parent_run_id = $3 AND status IN ('completed', 'failed', 'canceled')",
+        workspace_id, child_id, run_id,
+    )  # fmt: skip
+    return None if row is None else dict(row)

@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, JsonValue
 
 from agentflow.core.definitions import NAME_PATTERN
-from agentflow.core.node_specs import NodeSpec, register_node_spec
+from agentflow.core.node_specs import AgentToolFields, NodeSpec, register_node_spec
 
 MAX_DEPTH = 50
 STARTED_SCHEMA: dict[str, Any] = {
@@ -39,13 +39,15 @@ STARTED_SCHEMA: dict[str, Any] = {
 """The output of a step that started a child: the node's own with ``wait: false``."""
 
 
-class RunWorkflowNode(NodeSpec):
+class RunWorkflowNode(AgentToolFields, NodeSpec):
     """Start a run of another workflow (by name; ``version``, or its latest published one) with
     ``input`` (a template) as its payload. With ``wait`` (the default) the run waits durably for
     it and fires ``result`` with the child's output, or ``error`` with why it failed; its
     cancellation cancels the child. ``wait: false`` starts the child and goes on at once with
     ``{run_id, workflow, workflow_id, version}``. A run nested ``max_depth`` deep in parents
-    does not start another (``run_depth_exceeded``)."""
+    does not start another (``run_depth_exceeded``). Attached to an agent, the model calls it
+    with arguments ``input`` reads as ``{{ args.x }}``; the call's result is the child's output
+    (or its error, which the model is told), or with ``wait: false`` the child's id."""
 
     title: ClassVar[str] = "Run workflow"
     literal_fields: ClassVar[frozenset[str]] = frozenset({"workflow", "version", "wait", "max_depth"})
