@@ -171,3 +171,46 @@ async def test_a_waiting_agent_holds_no_worker_and_its_cancel_cancels_the_child(
         await engine.cancel_run(run.id)
         ended = await until(engine, child["id"], lambda r: r.status.is_terminal)
     assert ended.status == "canceled"
+
+
+async def test_an_agent_delegates_to_an_employee_and_reads_its_validated_answer(engine: Engine) -> None:
+    await engine.publish_workflow(
+        {"name": "analyst", "kind": "employee", "prompt": "You are Rae, the renewal analyst."}
+    )
+    verdict = {"type": "object", "properties": {"risk": {"enum": ["low", "high"]}}, "required": ["risk"]}
+    flow = {
+        "name": "renewals",
+        "kind": "structured",
+        "nodes": [
+            {"id": "lead", "type": "agent", "prompt": "Review Acme's renewal.", "attach": ["ask_rae"]},
+            {
+                "id": "ask_rae",
+                "type": "run_employee",
+                "employee": "analyst",
+                "description": "Ask Rae, the renewal analyst, a question.",
+                "assignment": "{{ args.question }}",
+                "response_schema": verdict,
+            },
+            {"id": "end", "type": "finish", "output": "{{ input.summary }}"},
+        ],
+    }
+    await engine.publish_workflow(flow)
+    seen: list[ModelRequest] = []
+
+    def respond(request: ModelRequest) -> Message:
+        seen.append(request)
+        if "You are Rae" in request.messages[0].content:  # the employee answers its assignment
+            return calls(("complete", {"summary": "risky", "data": {"risk": "high"}}))
+        if not any(m.role == "tool" for m in request.messages):
+            return calls(("ask_rae", {"question": "How risky is Acme's renewal?"}))
+        return calls(("complete", {"summary": "asked Rae"}))
+
+    async with running_worker(engine, model=ScriptedProvider(respond)):
+        run = await engine.start_run("renewals", {})
+        done = await until(engine, run.id, lambda r: r.status.is_terminal)
+    assert done.status == "completed", done.error
+    lead = await agent_run_of(engine, run.id)
+    answered = next(s for s in await engine.list_steps(lead) if s.kind == "agent.tool")
+    assert answered.output["result"]["data"] == {"risk": "high"}, "the answer, as the schema shaped it"
+    asked = await engine.db.pool.fetchval("SELECT input FROM runs WHERE parent_run_id = $1", lead)
+    assert asked["assignment"] == "How risky is Acme's renewal?"

@@ -20,16 +20,18 @@ from agentflow.core.definitions import NAME_PATTERN
 from agentflow.core.graph.agent_nodes import RESULT_SCHEMA
 from agentflow.core.graph.child_nodes import MAX_DEPTH
 from agentflow.core.graph.schema_paths import checked_object_schema
-from agentflow.core.node_specs import NodeSpec, register_node_spec
+from agentflow.core.node_specs import AgentToolFields, NodeSpec, register_node_spec
 
 RESPONSE_SCHEMA = "employee_response_schema"
 """The state key that gives an employee's run the shape its answer must have."""
 
 
-class RunEmployeeNode(NodeSpec):
+class RunEmployeeNode(AgentToolFields, NodeSpec):
     """Assign work to an AI teammate (``employee``: a workflow of kind employee) and wait for
     its answer: ``result`` carries ``{summary, data, model_calls, tool_calls}``, ``data``
-    matching ``response_schema`` when one is given; ``error`` why it failed."""
+    matching ``response_schema`` when one is given; ``error`` why it failed. Attached to an
+    agent, the model delegates through it (``{{ args.x }}`` in the assignment) and reads the
+    answer as the call's result."""
 
     title: ClassVar[str] = "Assign AI"
     literal_fields: ClassVar[frozenset[str]] = frozenset({"employee", "response_schema", "max_depth"})
