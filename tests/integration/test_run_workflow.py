@@ -244,3 +244,48 @@ async def test_a_runs_total_usage_counts_every_run_it_started(engine: Engine, wo
     assert Decimal(total.pop("usd_cost")) == Decimal("0.15")
     assert total == {"runs": 5, "input_tokens": 1500, "output_tokens": 150, "cached_input_tokens": 0}
     assert child["total_usage"]["runs"] == 1 and child["total_usage"]["input_tokens"] == 500
+
+
+async def _waiting_child(engine: Engine, parent: UUID) -> RunRecord:
+    for _ in range(300):
+        kids = await engine.db.pool.fetch("SELECT status FROM runs WHERE parent_run_id = $1", parent)
+        if kids and kids[0]["status"] == "waiting":
+            return await child_of(engine, parent)
+        await asyncio.sleep(0.05)
+    raise AssertionError("the child never waited")
+
+
+async def test_a_child_canceled_on_its_own_wakes_its_parent_at_once(engine: Engine, worker: Worker) -> None:
+    await engine.publish_workflow(flow("long", {"id": "nap", "type": "wait", "duration": "1h"}))
+    await engine.publish_workflow(caller("waits", workflow="long", input={}))
+    run = await engine.start_run("waits", {})
+    child = await _waiting_child(engine, run.id)
+    # Let the parent grow quiet: its counts find nothing new, so it counts less often.
+    while True:
+        row = await engine.db.pool.fetchrow(
+            "SELECT extract(epoch FROM due_at - now()) AS due_in, state FROM runs WHERE id = $1", run.id
+        )
+        if row["due_in"] is not None and row["due_in"] > 3.0:
+            break
+        await asyncio.sleep(0.1)
+    assert row["state"]["loops"][0]["quiet"] >= 2
+    await engine.cancel_run(child.id)
+    loop = asyncio.get_running_loop()
+    canceled_at = loop.time()
+    ended = await engine.wait_for_run(run.id, timeout=30)
+    assert ended.status == "failed" and ended.error is not None
+    assert ended.error["code"] == "child_failed" and ended.error["details"]["status"] == "canceled"
+    assert loop.time() - canceled_at < row["due_in"], "woken by the child's end, not by its next count"
+
+
+async def test_a_long_child_costs_its_parent_a_few_counts_not_one_a_second(
+    engine: Engine, worker: Worker
+) -> None:
+    await engine.publish_workflow(flow("slow", {"id": "nap", "type": "wait", "duration": "8s"}))
+    await engine.publish_workflow(caller("waits", workflow="slow", input={}))
+    run = await engine.start_run("waits", {})
+    assert (await engine.wait_for_run(run.id, timeout=60)).status == "completed"
+    counts = await engine.db.pool.fetchval(
+        "SELECT count(*) FROM run_steps WHERE run_id = $1 AND node_id IS NULL", run.id
+    )
+    assert 1 <= counts <= 4, f"{counts} counts in 8 s (1, 2, 4 s apart: 3; one a second: 7)"

@@ -12,7 +12,7 @@ from agentflow.core.config_validation import validate_config
 from agentflow.core.definitions import StructuredConfig
 from agentflow.core.errors import ConfigError
 from agentflow.core.graph import frontier
-from agentflow.core.graph.looping import ForEachNode, LoopProgress, loop_results
+from agentflow.core.graph.looping import MAX_POLL_SECONDS, ForEachNode, LoopProgress, loop_results
 from agentflow.core.statuses import RunStatus
 
 
@@ -137,6 +137,25 @@ def test_a_wake_releases_more_items_up_to_the_concurrency() -> None:
     assert woke.transition.status is RunStatus.WAITING
     idle = loops.on_loop_wake(config, woke.transition.state, {4: LoopProgress(completed=1)})
     assert idle.transition.release == (), "two are running: nothing more to release"
+
+
+def test_a_quiet_loop_counts_less_often_and_news_brings_it_back() -> None:
+    config = loaded(concurrency=2)
+    state = started(config, list(range(5))).state
+    waits = []
+    for _ in range(12):  # two running, none ended: nothing new each time
+        t = loops.on_loop_wake(config, state, {4: LoopProgress()}).transition
+        state = t.state
+        assert t.wake_after is not None
+        waits.append(t.wake_after.total_seconds())
+    assert waits[:5] == [2.0, 4.0, 8.0, 16.0, 32.0]
+    assert waits[-1] == MAX_POLL_SECONDS, "never longer than the cap"
+    assert state["loops"][0]["quiet"] == 12
+    news = loops.on_loop_wake(config, state, {4: LoopProgress(completed=1)}).transition
+    assert news.wake_after == timedelta(seconds=1) and "quiet" not in news.state["loops"][0]
+    assert news.state["loops"][0]["ended"] == 1
+    again = loops.on_loop_wake(config, news.state, {4: LoopProgress(completed=1)}).transition
+    assert again.wake_after == timedelta(seconds=2), "the same count again is nothing new"
 
 
 def test_when_every_item_ended_the_loop_joins_in_order() -> None:

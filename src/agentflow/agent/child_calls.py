@@ -32,9 +32,9 @@ from agentflow.store.checkpoints import NO_EFFECTS, Effects
 
 AWAITING_CHILD = "awaiting_child"
 CHILD_KIND = "agent.child"
-POLL = timedelta(seconds=30)
-"""How often a waiting agent looks at its child even when nothing woke it (a child canceled on
-its own, or failed at its claim, does not wake its parent)."""
+POLL = timedelta(seconds=120)
+"""How often a waiting agent looks at its child even when nothing woke it: a backstop, since
+every way a child ends wakes a waiting parent (migration 0033)."""
 
 
 def awaited(state: AgentState, call: ToolCall) -> bool:

@@ -110,6 +110,7 @@ def on_loop_wake(
         if not isinstance(node, ForEachNode):
             if seen.ended and seen.items is not None:
                 return _child_ended(config, state, current, loop, seen.items[0], tuple(release))
+            current = frontier.count_items(current, loop, seen.ended)
             continue
         if seen.failed and node.on_item_error == "fail":
             return _failed(config, state, current, loop, node, seen, tuple(release))
@@ -119,9 +120,9 @@ def on_loop_wake(
             return LoopStep(
                 moved(config, state, after, "completed", results, release=tuple(release)), node.id, results
             )
-        more = min(node.concurrency - (loop.released - seen.ended), loop.total - loop.released)
+        more = max(0, min(node.concurrency - (loop.released - seen.ended), loop.total - loop.released))
+        current = frontier.count_items(current, loop, seen.ended, more)
         if more > 0:
-            current = frontier.release_items(current, loop, more)
             release.append((loop.seq, loop.released + more))
     counted = {"loops": [{"node": o.node, "released": o.released, "total": o.total} for o in current.loops]}
     return LoopStep(moved(config, state, current, "completed", None, release=tuple(release)), None, counted)

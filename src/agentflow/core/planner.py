@@ -19,7 +19,7 @@ from agentflow.core.definitions import AgentConfig, StructuredConfig
 from agentflow.core.errors import ConfigError, ErrorInfo
 from agentflow.core.graph import frontier
 from agentflow.core.graph.frontier import Activation
-from agentflow.core.graph.looping import POLL_SECONDS
+from agentflow.core.graph.looping import POLL_SECONDS, loop_poll
 from agentflow.core.inbox import AWAITING_EVENT
 from agentflow.core.node_specs import ERROR_PORT, NodeSpec
 from agentflow.core.retry import RetryPolicy
@@ -293,7 +293,8 @@ def moved(
     **effects: Any,
 ) -> Transition:
     """The transition to ``after``: go on, wait (for timers, or loop items, counted again at
-    least every ``POLL_SECONDS``), or complete. ``effects``: ``Transition`` fields to set."""
+    least every ``POLL_SECONDS``, less often while they are quiet), or complete. ``effects``:
+    ``Transition`` fields to set."""
     new_state = frontier.dump(after, state, config.graph)
     extra: dict[str, Any] = {"handled": True, "step_output": handled.to_json()} if handled is not None else {}
     extra.update(effects)
@@ -302,7 +303,10 @@ def moved(
     if after.timers or after.loops:
         secs, at = frontier.earliest(after)
         if after.loops:
-            poll = min(getattr(config.node(o.node), "child_poll_seconds", POLL_SECONDS) for o in after.loops)
+            poll = min(
+                loop_poll(getattr(config.node(o.node), "child_poll_seconds", POLL_SECONDS), o.quiet)
+                for o in after.loops
+            )
             secs = poll if secs is None else min(secs, poll)
         retries = all(t.retry is not None for t in after.timers) and not after.loops
         reason = (

@@ -363,8 +363,6 @@ class Worker:
         self, run: RunRecord, token: int, outcome: step.StepOutcome, config: AgentConfig | StructuredConfig
     ) -> runs.Checkpointed | None:
         """Write the outcome; return the checkpoint when the run still has immediate work here."""
-        if run.parent_step is not None:  # a loop item: its end wakes the loop's run
-            outcome = replace(outcome, run=replace(outcome.run, wake_parent=run.parent_run_id))
         if outcome.effects.children and tracing.enabled():  # children continue the run's trace
             children = tracing.with_trace_parent(run, outcome.effects.children)
             outcome = replace(outcome, effects=replace(outcome.effects, children=children))

@@ -162,14 +162,6 @@ CANCEL_LOOPS = """, ct AS (
         updated_at = now()
     FROM ct WHERE c.workspace_id = ct.workspace_id AND c.id = ct.id AND c.active
 )"""
-# A loop item that ended wakes its parent ($PARENT), which counts its loop's items.
-WAKE_PARENT = """, wp AS (
-    UPDATE runs p SET due_at = now()
-    FROM r WHERE r.status IN ('completed', 'failed', 'canceled')
-      AND p.workspace_id = r.workspace_id AND p.id = $PARENT::uuid AND p.status = 'waiting'
-      AND p.due_at > now()
-    RETURNING pg_notify('agentflow_runs', '')
-)"""
 # Lifecycle events ($EVENTS: topic, message_id, data) in the log, with the change they tell of.
 EVENTS = """, ev AS (
     INSERT INTO events (workspace_id, topic, message_id, data, account_id, published_at)

@@ -44,8 +44,8 @@ class RunWrite:
 
     ``inbox_seen`` is the run's delivery count as of the inbox the step saw (a wait for an event
     is due at once when the row's count is higher); ``consumed`` lists the inbox rows the step
-    used, consumed by this checkpoint; ``wake_parent`` is the loop's run, for a loop item
-    (woken when the item ends). ``counter`` is the run's step counter as the worker knows
+    used, consumed by this checkpoint (a child run's end wakes its parent by trigger, migration
+    0033). ``counter`` is the run's step counter as the worker knows
     it (the checkpoint is fenced on it; default: the step's number) and ``next_counter``
     what it becomes (default: one more when the step advances the run).
     """
@@ -60,7 +60,6 @@ class RunWrite:
     wake_at: datetime | None = None
     inbox_seen: int = 0
     consumed: tuple[int, ...] = ()
-    wake_parent: UUID | None = None
     counter: int | None = None
     next_counter: int | None = None
 
@@ -138,7 +137,6 @@ _PARTS: tuple[tuple[str, str, str], ...] = (
     ("children", sql_parts.CHILDREN, "$CHILDREN"),
     ("release", sql_parts.RELEASE, "$RELEASE"),
     ("cancel", sql_parts.CANCEL_LOOPS, "$CANCEL"),
-    ("parent", sql_parts.WAKE_PARENT, "$PARENT"),
     ("events", sql_parts.EVENTS, "$EVENTS"),
     ("memory", sql_parts.MEMORY, "$MEMORY"),
     ("memory_summary", sql_parts.MEMORY_SUMMARY, "$MEMSUM"),
@@ -213,7 +211,6 @@ async def checkpoint(
         "children": effects.children or None,
         "release": [list(pair) for pair in effects.release] or None,
         "cancel": effects.cancel_loops or None,
-        "parent": run.wake_parent,
         "events": effects.events or None,
         "memory": effects.memory or None,
         "memory_summary": effects.memory_summary,

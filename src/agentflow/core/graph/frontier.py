@@ -88,6 +88,8 @@ class Loop:
         total: items in the loop.
         released: items let run so far (at most ``concurrency`` unfinished at once).
         via: the activation's ``via`` (to run the loop again when a failed run is retried).
+        ended: items that had ended when the run last counted them.
+        quiet: counts in a row that found no item newly ended (the run polls less often).
     """
 
     node: str
@@ -95,6 +97,8 @@ class Loop:
     total: int
     released: int
     via: tuple[str, ...] = ()
+    ended: int = 0
+    quiet: int = 0
 
 
 @dataclass(frozen=True)
@@ -161,10 +165,7 @@ def load(state: dict[str, Any], graph: Graph) -> Frontier:
         arrivals={node: dict(seen) for node, seen in state.get("arrivals", {}).items()},
         skipped=tuple(state.get("skipped", ())),
         last=state.get("last"),
-        loops=tuple(
-            Loop(o["node"], o["seq"], o["total"], o["released"], tuple(o.get("via", ())))
-            for o in state.get("loops", ())
-        ),
+        loops=tuple(_loop(o) for o in state.get("loops", ())),
     )
 
 
@@ -197,11 +198,25 @@ def dump(frontier: Frontier, state: dict[str, Any], graph: Graph) -> dict[str, A
     if frontier.last is not None:
         doc["last"] = frontier.last
     if frontier.loops:
-        doc["loops"] = [
-            {"node": o.node, "seq": o.seq, "total": o.total, "released": o.released, "via": list(o.via)}
-            for o in frontier.loops
-        ]
+        doc["loops"] = [_loop_json(o) for o in frontier.loops]
     return {**doc, **kept}
+
+
+def _loop(doc: dict[str, Any]) -> Loop:
+    via = tuple(doc.get("via", ()))
+    return Loop(
+        doc["node"], doc["seq"], doc["total"], doc["released"], via, doc.get("ended", 0), doc.get("quiet", 0)
+    )
+
+
+def _loop_json(loop: Loop) -> dict[str, Any]:
+    doc: dict[str, Any] = {"node": loop.node, "seq": loop.seq, "total": loop.total}
+    doc.update(released=loop.released, via=list(loop.via))
+    if loop.ended:
+        doc["ended"] = loop.ended
+    if loop.quiet:
+        doc["quiet"] = loop.quiet
+    return doc
 
 
 def _activation(doc: dict[str, Any]) -> Activation:
@@ -278,10 +293,12 @@ def start_loop(frontier: Frontier, done: Activation, seq: int, total: int, relea
     return replace(frontier, ready=tuple(ready), loops=(*frontier.loops, loop))
 
 
-def release_items(frontier: Frontier, loop: Loop, count: int) -> Frontier:
-    """The frontier after ``count`` more of ``loop``'s items were let run."""
-    grown = replace(loop, released=loop.released + count)
-    return replace(frontier, loops=tuple(grown if o == loop else o for o in frontier.loops))
+def count_items(frontier: Frontier, loop: Loop, ended: int, more: int = 0) -> Frontier:
+    """The frontier after the run counted ``ended`` of ``loop``'s items ended and let ``more``
+    run: a count that found nothing new and let nothing run makes the loop quieter."""
+    news = ended != loop.ended or more > 0
+    counted = replace(loop, released=loop.released + more, ended=ended, quiet=0 if news else loop.quiet + 1)
+    return replace(frontier, loops=tuple(counted if o == loop else o for o in frontier.loops))
 
 
 def end_loop(graph: Graph, frontier: Frontier, loop: Loop, port: str) -> Frontier:

@@ -21,8 +21,18 @@ ITERATION = "iteration"
 DONE = "done"
 MAX_ITEMS = 100_000
 POLL_SECONDS = 1.0
-"""How often a waiting loop counts its items even when none woke it (a child that failed
-at its claim, or was canceled, does not wake the parent)."""
+"""How soon a waiting loop counts its items again even when none woke it: an item that ends
+while its run is busy (counting, or running another branch) finds no waiting run to wake.
+Every way an item ends wakes a waiting run (migration 0033), so this is a backstop."""
+MAX_POLL_SECONDS = 300.0
+"""The longest a quiet loop waits between counts: each count that finds nothing new doubles
+its wait up to this, so a child that runs for days costs a few hundred steps, not one a
+second."""
+
+
+def loop_poll(base: float, quiet: int) -> float:
+    """How soon a loop counts again after ``quiet`` counts in a row found nothing new."""
+    return min(MAX_POLL_SECONDS, base * float(2 ** min(quiet, 20)))
 
 
 class ForEachNode(NodeSpec):
