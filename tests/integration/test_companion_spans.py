@@ -1,8 +1,9 @@
 """The worker's companions trace their own work (issue 16): a span per batch the dispatcher
 decides (linked to the spans its events were published in, with what was decided), per pass
 of the scheduler that fires schedules (the runs it starts are its children) and per retention
-pass (what it deleted), and per delivery attempt of a notification (under its run's span, and
-named in the outgoing webhook's ``traceparent``)."""
+pass (what it deleted), per delivery attempt of a notification (under its run's span, and
+named in the outgoing webhook's ``traceparent``), and per gate verdict (in its event's trace,
+the run it starts its child). Reading a reply: ``tests/integration/test_request_replies.py``."""
 
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from agentflow.engine import DEFAULT_WORKSPACE, Engine
 from agentflow.runtime import tracing
+from agentflow.runtime.gatekeeper import Gatekeeper
 from agentflow.runtime.notifier import Notifier
 from agentflow.runtime.scheduler import Scheduler
 from tests.integration.test_dispatch import dispatch_all
+from tests.integration.test_gate import FlakyGate, RuleGate, agent
 from tests.integration.test_notifier import notifier, receiver  # noqa: F401  (fixtures)
 from tests.integration.test_schedules import outage, scheduled
 from tests.support.target_server import Reply, TargetServer
@@ -188,3 +191,53 @@ async def test_a_failed_delivery_span_says_it_will_be_retried_and_why(
     attributes = dict(attempt.attributes or {})
     assert attributes["agentflow.notification.outcome"] == "retry"
     assert attributes["error.type"] and attempt.status.status_code == StatusCode.ERROR
+
+
+async def test_a_gate_verdict_is_a_span_in_its_events_trace_and_the_run_it_starts_its_child(
+    engine: Engine, spans: InMemorySpanExporter, database_url: str
+) -> None:
+    await engine.publish_workflow(agent("gated", type="account", sources=[{"type": "signal"}], gate={}))
+    application = TracerProvider().get_tracer("the-application")
+    with application.start_as_current_span("churn detector") as detector:
+        await engine.events.publish(
+            [
+                {
+                    "topic": "signal.churn",
+                    "message_id": "hi",
+                    "data": {"account_id": "a1", "priority": "high"},
+                },
+                {
+                    "topic": "signal.churn",
+                    "message_id": "lo",
+                    "data": {"account_id": "a2", "priority": "low"},
+                },
+            ]
+        )
+    await dispatch_all(engine)
+    keeper = Gatekeeper(engine.db, RuleGate(database_url), owner="test", batch_size=1)
+    assert [await keeper.work_once() for _ in range(3)] == [1, 1, 0]
+
+    by_event = {dict(s.attributes or {})["agentflow.event.message_id"]: s for s in named(spans, "gate gated")}
+    started, declined = by_event["hi"], by_event["lo"]
+    detected = detector.get_span_context()
+    for span in (started, declined):
+        assert span.parent is not None and span.parent.span_id == detected.span_id, "in the event's trace"
+        assert span.context is not None and span.context.trace_id == detected.trace_id
+    assert dict(started.attributes or {})["agentflow.gate.outcome"] == "started"
+    assert dict(declined.attributes or {})["agentflow.gate.outcome"] == "declined"
+    (run,) = await engine.list_runs(workflow="gated")
+    assert run.trace_parent == traceparent_of(started), "the run continues the gate's span"
+
+
+async def test_a_gate_that_fails_is_an_error_span_asked_again_later(
+    engine: Engine, spans: InMemorySpanExporter
+) -> None:
+    await engine.publish_workflow(agent("gated", type="account", sources=[{"type": "signal"}], gate={}))
+    await engine.events.publish([{"topic": "signal.churn", "message_id": "x", "data": {"account_id": "a1"}}])
+    await dispatch_all(engine)
+    assert await Gatekeeper(engine.db, FlakyGate(1), owner="test").work_once() == 1
+    (span,) = named(spans, "gate gated")
+    attributes = dict(span.attributes or {})
+    assert (attributes["agentflow.gate.outcome"], attributes["error.type"]) == ("retry", "ConnectionError")
+    assert span.status.status_code == StatusCode.ERROR
+    assert span.parent is None, "an event published outside any trace starts the gate's own"

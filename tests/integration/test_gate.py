@@ -159,3 +159,23 @@ async def test_a_lapsed_claim_decides_nothing(engine: Engine) -> None:
     (row,) = (await decisions(engine)).values()
     assert row["decision"] == "started", "the live claim's verdict (start) counts, not the lapsed one's"
     assert row["reason"]["gate"]["reason"] == "fine"
+
+
+async def test_a_gated_run_continues_the_trace_its_event_was_published_in(
+    engine: Engine, database_url: str
+) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+
+    await engine.publish_workflow(agent("gated", type="account", sources=[{"type": "signal"}], gate={}))
+    application = TracerProvider().get_tracer("the-application")
+    with application.start_as_current_span("churn detector") as detector:
+        await engine.events.publish(
+            [{"topic": "signal.churn", "message_id": "hi", "data": {"account_id": "a1", "priority": "high"}}]
+        )
+    await dispatch_all(engine)
+    assert await Gatekeeper(engine.db, RuleGate(database_url), owner="test").work_once() == 1
+    (run,) = await engine.list_runs(workflow="gated")
+    found = detector.get_span_context()
+    assert (
+        run.trace_parent == f"00-{found.trace_id:032x}-{found.span_id:016x}-{int(found.trace_flags):02x}"
+    ), "with tracing off here, the run still joins the publisher's trace"

@@ -20,6 +20,7 @@ from uuid import UUID
 import httpx
 import orjson
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agentflow.api.app import create_app
 from agentflow.core.chat import Message, ModelRequest
@@ -27,7 +28,7 @@ from agentflow.engine import Engine
 from agentflow.integrations.smtp_sink import ReceivedMessage, SmtpSink
 from agentflow.llm.base import ModelError
 from agentflow.llm.scripted import ScriptedProvider, latest_user_text
-from agentflow.runtime import reply_reader
+from agentflow.runtime import reply_reader, tracing
 from tests.conftest import make_settings
 from tests.integration.test_request_links import approval
 from tests.support.agents import agent_workflow, calls, replies, running_worker, until
@@ -321,3 +322,37 @@ async def test_a_reply_to_an_agents_approval_email_rejects_the_call_with_the_mod
     assert done.status == "completed" and await engine.tasks.list(run_id=run.id) == [], "the call never ran"
     refused = [s for s in await engine.list_steps(run.id) if s.kind == "agent.tool"]
     assert refused and "too expensive" in str(refused[0].output)
+
+
+async def test_reading_a_reply_is_a_span_under_its_runs_span_with_the_model_call_inside(
+    engine: Engine, sink: SmtpSink, spans: InMemorySpanExporter
+) -> None:
+    await engine.publish_workflow(approval("reply-traced"))
+    reader = Reader()
+    async with (
+        running_worker(engine, model=reader.provider),
+        serve(create_app(engine)) as base,
+        httpx.AsyncClient(base_url=base) as api,
+    ):
+        run = await engine.start_run("reply-traced", {"amount": 80})
+        mail = await mailed(engine, sink, run.id)
+        posted = await api.post("/api/public/inbound/email", content=reply(mail, "Go ahead."), headers=RAW)
+        await until(engine, run.id, lambda r: r.status.is_terminal, timeout=20)
+        await replies_of(api, posted.json()["request_id"], 1)
+    (read,) = [s for s in spans.get_finished_spans() if s.name == "read reply"]
+    attributes = dict(read.attributes or {})
+    assert (attributes["agentflow.reply.outcome"], attributes["agentflow.reply.label"]) == (
+        "answered",
+        "relevant",
+    )
+    assert attributes["agentflow.reply.via"] == "email" and attributes["agentflow.run.id"] == str(run.id)
+    traced = await engine.get_run(run.id)
+    assert read.parent is not None
+    assert read.parent.span_id == tracing.run_span_context(run.id, traced.trace_parent).span_id
+    assert read.context is not None
+    asked = [
+        s
+        for s in spans.get_finished_spans()
+        if s.parent is not None and s.parent.span_id == read.context.span_id
+    ]
+    assert [dict(s.attributes or {})["gen_ai.operation.name"] for s in asked] == ["chat"]

@@ -1,10 +1,13 @@
 """Spans of the worker's companions: the dispatcher's batches, the scheduler's fires and
-retention passes, the notifier's deliveries (OpenTelemetry; nothing while tracing is off).
+retention passes, the notifier's deliveries, the gatekeeper's verdicts, the reply reader's
+readings (OpenTelemetry; nothing while tracing is off).
 
 A batch of events has no single parent: the dispatcher's span starts a trace of its own and
 links to the spans the events were published in (the runs it starts continue those traces, see
 ``tracing``). A scheduled run is a child of the scheduler's span, a delivery a child of its
-run's span.
+run's span. A gate's verdict continues the trace its event was published in, and the run it
+starts is its child; reading a reply is a child of its request's run. The model calls they
+make are their children (``model_timing``).
 """
 
 from __future__ import annotations
@@ -129,6 +132,82 @@ def end_delivery(span: Span | None, outcome: str, error_code: str | None = None)
     if span is None:
         return
     span.set_attribute("agentflow.notification.outcome", outcome)
+    if error_code is not None:
+        span.set_attribute("error.type", error_code)
+        span.set_status(Status(StatusCode.ERROR, error_code))
+
+
+@contextmanager
+def gate_span(workflow: str, request: Any) -> Iterator[Span | None]:
+    """The span of one gate verdict on a queued event (a ``store.gates.GateRequest``), in the
+    trace the event was published in; current while the gate asks and the run starts."""
+    tracer = tracing.tracer()
+    if tracer is None:
+        yield None
+        return
+    parent = tracing.parse_traceparent(request.trigger.get("trace_parent"))
+    context = trace.set_span_in_context(NonRecordingSpan(parent)) if parent is not None else Context()
+    attributes: dict[str, Any] = {
+        "agentflow.workflow.name": workflow,
+        "agentflow.workflow.id": str(request.workflow_id),
+        "agentflow.workspace.id": str(request.workspace_id),
+        "agentflow.event.topic": str(request.event.get("topic", "")),
+        "agentflow.event.message_id": str(request.event.get("message_id", "")),
+        "agentflow.gate.attempt": request.attempts,
+    }
+    with tracer.start_as_current_span(
+        f"gate {workflow}", context=context, attributes=attributes, record_exception=False
+    ) as span:
+        yield span
+
+
+def end_gate(span: Span | None, outcome: str, error_code: str | None = None) -> None:
+    """Mark how a gate's turn ended: ``started``, ``declined``, ``retry`` (asked again later)
+    or ``deleted``; ``error_code`` when the gate could not decide (a fallback, a retry)."""
+    if span is None:
+        return
+    span.set_attribute("agentflow.gate.outcome", outcome)
+    if error_code is not None:
+        span.set_attribute("error.type", error_code)
+        span.set_status(Status(StatusCode.ERROR, error_code))
+
+
+@contextmanager
+def reply_span(
+    reply: Mapping[str, Any], run_id: UUID | None, run_trace_parent: str | None
+) -> Iterator[Span | None]:
+    """The span of reading one reply to a person's request, under the request's run's span."""
+    tracer = tracing.tracer()
+    if tracer is None:
+        yield None
+        return
+    context = (
+        trace.set_span_in_context(NonRecordingSpan(tracing.run_span_context(run_id, run_trace_parent)))
+        if run_id is not None
+        else Context()
+    )
+    attributes: dict[str, Any] = {
+        "agentflow.reply.id": str(reply["id"]),
+        "agentflow.reply.via": str(reply["via"]),
+        "agentflow.reply.attempt": int(reply.get("attempts") or 1),
+        "agentflow.request.id": str(reply["request_id"]),
+        "agentflow.workspace.id": str(reply["workspace_id"]),
+    }
+    if run_id is not None:
+        attributes["agentflow.run.id"] = str(run_id)
+    with tracer.start_as_current_span(
+        "read reply", context=context, attributes=attributes, record_exception=False
+    ) as span:
+        yield span
+
+
+def end_reply(span: Span | None, outcome: str, label: str | None, error_code: str | None = None) -> None:
+    """Mark how a reading ended: ``answered``, ``held``, ``ignored``, ``late`` or ``retry``."""
+    if span is None:
+        return
+    span.set_attribute("agentflow.reply.outcome", outcome)
+    if label is not None:
+        span.set_attribute("agentflow.reply.label", label)
     if error_code is not None:
         span.set_attribute("error.type", error_code)
         span.set_status(Status(StatusCode.ERROR, error_code))

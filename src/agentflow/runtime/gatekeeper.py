@@ -15,10 +15,13 @@ import asyncio
 import contextlib
 import logging
 
+from opentelemetry.trace import Span
+
 from agentflow.agent.loop import workspace_breach
 from agentflow.core.definitions import AgentConfig
 from agentflow.core.errors import NotFoundError
 from agentflow.core.gate import EventGate, GateQuestion, GateVerdict
+from agentflow.runtime import companion_spans, tracing
 from agentflow.runtime.admission import proceed
 from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.lifecycle_listeners import LifecycleListeners
@@ -111,6 +114,12 @@ class Gatekeeper:
             return
         assert isinstance(config, AgentConfig)
         assert config.gate is not None  # only gated agent workflows queue requests
+        with companion_spans.gate_span(config.name, request) as span:
+            await self._judge(request, config, span)
+
+    async def _judge(self, request: gates.GateRequest, config: AgentConfig, span: Span | None) -> None:
+        """Ask the gate (outside any transaction), then record its verdict."""
+        assert config.gate is not None
         question = GateQuestion(
             config.name,
             config.prompt,
@@ -134,9 +143,11 @@ class Gatekeeper:
                 async with self.db.pool.acquire() as conn:
                     error = {"type": type(exc).__name__, "message": str(exc)[:500]}
                     await gates.retry_later(conn, request, self.owner, 2.0**request.attempts, error)
+                companion_spans.end_gate(span, "retry", type(exc).__name__)
                 return
             verdict = self._fallback(config, "gate_failed", f"{type(exc).__name__}: {exc}"[:500])
-        await self._decide(request, config, verdict)
+        outcome = await self._decide(request, config, verdict)
+        companion_spans.end_gate(span, outcome, verdict.details.get("error"))
 
     @staticmethod
     def _fallback(config: AgentConfig, code: str, message: str) -> GateVerdict:
@@ -144,12 +155,14 @@ class Gatekeeper:
         start = config.gate.on_error == "start"
         return GateVerdict(start, f"{message}; on_error={config.gate.on_error}", {"error": code})
 
-    async def _decide(self, request: gates.GateRequest, config: AgentConfig, verdict: GateVerdict) -> None:
+    async def _decide(self, request: gates.GateRequest, config: AgentConfig, verdict: GateVerdict) -> str:
+        """Record the verdict and start the run it allows; return how the event was decided
+        (``started`` ...), ``declined``, or ``lapsed`` (another worker holds the request now)."""
         recorded = {"start": verdict.start, "reason": verdict.reason, **verdict.details}
         refs = [(request.event["topic"], request.event["message_id"])]
         async with self.db.pool.acquire() as conn, conn.transaction():
             if not await gates.lock_claimed(conn, request, self.owner):
-                return  # our lease lapsed and another worker claimed it: its verdict counts
+                return "lapsed"  # our lease lapsed and another worker claimed it: its verdict counts
             await gates.finish(conn, request, recorded)
             if "input_tokens" in verdict.details:  # the gate's model call counts in the daily budget
                 d = verdict.details
@@ -161,12 +174,16 @@ class Gatekeeper:
                     conn, request.workspace_id, request.workflow_id, refs, "gate_declined", None, None,
                     {"gate": recorded},
                 )  # fmt: skip
-                return
+                return "declined"
             version = await workflows.get_version(
                 self.db.pool, request.workspace_id, request.workflow_id, request.workflow_version
             )
             assert version is not None  # versions are never deleted while their workflow exists
             trigger_doc = {"source": request.trigger["source"], "event": request.event}
+            # The run continues the gate's span, else the trace its event was published in.
+            trace_parent = tracing.current_traceparent() or request.trigger.get("trace_parent")
+            if trace_parent is not None:
+                trigger_doc["trace_parent"] = trace_parent
             reason = {"conditions": request.trigger.get("conditions"), "gate": recorded}
             tell = await self._listeners.telling_cancels(version.workspace_id)
             decision = await proceed(conn, version, config, request.event, trigger_doc, key, reason, tell)
@@ -174,3 +191,4 @@ class Gatekeeper:
                 conn, request.workspace_id, request.workflow_id, refs, decision.decision, key,
                 decision.run_id, decision.reason,
             )  # fmt: skip
+        return decision.decision

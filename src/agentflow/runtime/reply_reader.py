@@ -23,8 +23,10 @@ from agentflow.agent.loop import workspace_breach
 from agentflow.core.definitions import AgentConfig, StructuredConfig
 from agentflow.core.errors import ConfigError
 from agentflow.core.link_tokens import read_holder
+from agentflow.core.records import RunRecord
 from agentflow.core.replies import ReplyJudge, ReplyQuestion, ReplyVerdict
 from agentflow.core.request_answers import checked_answer
+from agentflow.runtime import companion_spans
 from agentflow.runtime.configs import ConfigCache
 from agentflow.settings import Settings
 from agentflow.store import approvals, reads, replies, requests
@@ -97,14 +99,26 @@ class ReplyReader:
     async def _read(self, reply: dict[str, Any]) -> None:
         pool, ws = self._db.pool, reply["workspace_id"]
         request = await requests.get_request(pool, ws, reply["request_id"])
+        run = await reads.get_run(pool, ws, request["run_id"]) if request is not None else None
+        with companion_spans.reply_span(
+            reply, run.id if run else None, run.trace_parent if run else None
+        ) as span:
+            outcome, label = await self._settle(reply, request, run)
+            companion_spans.end_reply(span, outcome, label, "reply_unread" if outcome == "retry" else None)
+
+    async def _settle(
+        self, reply: dict[str, Any], request: dict[str, Any] | None, run: RunRecord | None
+    ) -> tuple[str, str | None]:
+        """Read the reply and act on it; return the outcome and the model's label."""
+        pool, ws = self._db.pool, reply["workspace_id"]
         if request is None or request["status"] != "pending" or request["expired"]:
             # Answered (or timed out) before the reply was read: no model needs to read it.
             shown = "timed out" if request is None or request["expired"] else request["status"]
             by = f" by {request['responded_by']}" if request and request["responded_by"] else ""
             await self._record(reply, None, None, {"reason": f"the request was already {shown}{by}"}, "late")
-            return
+            return "late", None
         try:
-            verdict = await asyncio.wait_for(self._ask(reply, request), READ_TIMEOUT)
+            verdict = await asyncio.wait_for(self._ask(reply, request, run), READ_TIMEOUT)
         except Exception as exc:
             if unavailable(exc):
                 raise
@@ -112,11 +126,11 @@ class ReplyReader:
             logger.warning("reply %s could not be read: %s", reply["id"], error["message"])
             if reply["attempts"] >= MAX_ATTEMPTS:  # a person reads it instead
                 await self._record(reply, "uncertain", None, {"error": error}, "held")
-            else:
-                await replies.retry_later(
-                    pool, ws, reply["id"], self._owner, RETRY_BASE * 2 ** reply["attempts"], error
-                )
-            return
+                return "held", "uncertain"
+            await replies.retry_later(
+                pool, ws, reply["id"], self._owner, RETRY_BASE * 2 ** reply["attempts"], error
+            )
+            return "retry", None
         reading = {"approved": verdict.approved, "response": verdict.response, "reason": verdict.reason}
         reading.update(verdict.details)
         outcome = {"relevant": "answered", "filtered": "ignored", "uncertain": "held"}[verdict.label]
@@ -134,15 +148,18 @@ class ReplyReader:
             else:
                 outcome = "answered" if answered else "late"
         await self._record(reply, verdict.label, verdict.score, reading, outcome)
+        return outcome, verdict.label
 
-    async def _ask(self, reply: dict[str, Any], request: dict[str, Any]) -> ReplyVerdict:
+    async def _ask(
+        self, reply: dict[str, Any], request: dict[str, Any], run: RunRecord | None
+    ) -> ReplyVerdict:
         pool, ws = self._db.pool, reply["workspace_id"]
         limits = self._settings
         breach = await workspace_breach(pool, ws, limits.workspace_daily_usd, limits.workspace_daily_tokens)
         if breach is not None:
             raise RuntimeError(breach.message)
         verdict = await self._judge.read(
-            ReplyQuestion(request, reply["text"], reply["sender"], await self._model(request))
+            ReplyQuestion(request, reply["text"], reply["sender"], await self._model(request, run))
         )
         d = verdict.details
         if "input_tokens" in d:
@@ -151,9 +168,8 @@ class ReplyReader:
                 await approvals.add_model_call(conn, ws, usage, d.get("usd_cost", 0.0))
         return verdict
 
-    async def _model(self, request: dict[str, Any]) -> str | None:
+    async def _model(self, request: dict[str, Any], run: RunRecord | None) -> str | None:
         """The model of the request's workflow: an agent's, or the ``user_input`` node's."""
-        run = await reads.get_run(self._db.pool, request["workspace_id"], request["run_id"])
         if run is None:
             return None
         config = await self._configs.for_run(run)
