@@ -60,19 +60,21 @@ _rand = random.Random()
 
 async def next_step(
     config: AgentConfig, run: RunRecord, state_doc: dict[str, Any], inbox: Inbox, attempt: int,
-    seq: int, token: int, env: AgentEnv,
+    seq: int, token: int, env: AgentEnv, now: datetime | None = None,
 ) -> AgentStep:  # fmt: skip
-    """Execute the run's next agent step once."""
+    """Execute the run's next agent step once (``now``: the database's time at the claim or
+    the last checkpoint, for the wall-time budget; None: read it)."""
     started = time.monotonic()
     state = AgentState.from_json(state_doc)
     try:
         key = await memory.key_for(config, run, state_doc)
     except StepFailure as failure:
         return _failed(config, state, attempt, failure.info, failure.retryable, DECIDE_KIND, "memory", None)
+    elapsed = _elapsed(run, now)
     if state.phase == "act" and state.pending:
-        step = await _act(config, run, state, attempt, seq, token, env)
+        step = await _act(config, run, state, attempt, seq, token, env, elapsed)
     else:
-        step = await _decide(config, run, state, inbox, (seq, attempt), env, key)
+        step = await _decide(config, run, state, inbox, (seq, attempt), env, key, elapsed)
     if key is not None:
         step = memory.remember(config, run, state_doc, key, step)
     return AgentStep(**{**step.__dict__, "duration": time.monotonic() - started})
@@ -80,10 +82,15 @@ async def next_step(
 
 async def _decide(
     config: AgentConfig, run: RunRecord, state: AgentState, inbox: Inbox, position: tuple[int, int],
-    env: AgentEnv, key: str | None = None,
+    env: AgentEnv, key: str | None = None, elapsed: float | None = None,
 ) -> AgentStep:  # fmt: skip
     seq, attempt = position
-    breach = await _budget_breach(config, run, state, env, before="model")
+    reads = await agent_reads.decision_reads(env.pool, run.workspace_id, run.id, run.account_id)
+    if elapsed is None:
+        elapsed = await agent_reads.elapsed_seconds(env.pool, run.workspace_id, run.id)
+    breach = check_budget(config.budget, state, elapsed, before="model") or _over_daily(
+        reads.spend, env.workspace_daily_usd, env.workspace_daily_tokens
+    )
     if breach is not None:
         return _suspend(state, breach)
     if state.refused >= MAX_REFUSED_IN_ROW:
@@ -92,16 +99,13 @@ async def _decide(
         mcp_offer = await mcp_tools.offered(config, run, env)
     except StepFailure as failure:
         return _failed(config, state, attempt, failure.info, failure.retryable, DECIDE_KIND, "mcp", None)
-    account = (
-        await agent_reads.account(env.pool, run.workspace_id, run.account_id) if run.account_id else None
-    )
     recalled = await memory.recall(config, run, key, env) if key is not None else None
     inputs = context_inputs(
         config,
         run,
-        account,
-        steps=await agent_reads.history(env.pool, run.workspace_id, run.id),
-        tasks=await agent_reads.run_tasks(env.pool, run.workspace_id, run.id),
+        reads.account,
+        steps=reads.history,
+        tasks=reads.tasks,
         events=inbox.view(),
         plan=state.plan,
         now=datetime.now(UTC),
@@ -182,8 +186,9 @@ def _on_text(config: AgentConfig, state: AgentState, text: str) -> Transition:
 
 
 async def _act(
-    config: AgentConfig, run: RunRecord, state: AgentState, attempt: int, seq: int, token: int, env: AgentEnv
-) -> AgentStep:
+    config: AgentConfig, run: RunRecord, state: AgentState, attempt: int, seq: int, token: int, env: AgentEnv,
+    elapsed: float | None = None,
+) -> AgentStep:  # fmt: skip
     call = state.pending[0]
     if child_calls.awaited(state, call):  # woken while it waits for the run the call started
         try:
@@ -193,7 +198,9 @@ async def _act(
         if isinstance(ended, AgentStep):
             return ended
         return _acted(state, call, ended, child_calls.step_input(call, state))
-    breach = await _budget_breach(config, run, state, env, before="tool")
+    if elapsed is None:
+        elapsed = await agent_reads.elapsed_seconds(env.pool, run.workspace_id, run.id)
+    breach = check_budget(config.budget, state, elapsed, before="tool")
     if breach is not None:
         return _suspend(state, breach)
     # Only an account owner as a recipient reads the account: a notification, an approval notice.
@@ -272,21 +279,11 @@ def _acted(state: AgentState, call: ToolCall, outcome: ToolOutcome, step_input: 
     return AgentStep(transition, TOOL_KIND, call.name, step_input, output, None, effects)
 
 
-async def _budget_breach(
-    config: AgentConfig, run: RunRecord, state: AgentState, env: AgentEnv, *, before: str
-) -> Breach | None:
-    if before != "model":
-        elapsed = await agent_reads.elapsed_seconds(env.pool, run.workspace_id, run.id)
-        return check_budget(config.budget, state, elapsed, before=before)
-    # Before a model call: the run's and the workspace's figures in one round trip.
-    elapsed, used_usd, used_tokens, own_usd, own_tokens = await agent_reads.decision_figures(
-        env.pool, run.workspace_id, run.id
-    )
-    breach = check_budget(config.budget, state, elapsed, before=before)
-    if breach is not None:
-        return breach
-    spend = (used_usd, used_tokens, own_usd, own_tokens)
-    return _over_daily(spend, env.workspace_daily_usd, env.workspace_daily_tokens)
+def _elapsed(run: RunRecord, now: datetime | None) -> float | None:
+    """Seconds since the run started by the database's clock as of ``now`` (None: unknown)."""
+    if now is None:
+        return None
+    return max((now - (run.started_at or run.created_at)).total_seconds(), 0.0)
 
 
 async def workspace_breach(

@@ -22,7 +22,9 @@ async def execute(
     """Run the agent's next step once and say how to checkpoint it."""
     attempt = cursor.attempt + 1
     with tracing.step_span(run, cursor.step_seq, attempt, "agent", None) as span:
-        step = await next_step(config, run, cursor.state, cursor.inbox, attempt, cursor.step_seq, token, env)
+        step = await next_step(
+            config, run, cursor.state, cursor.inbox, attempt, cursor.step_seq, token, env, cursor.now
+        )
         call_id = step.input.get("call_id") if isinstance(step.input, dict) else None
         tracing.name_step(
             span, step.kind, step.name, step.error.code if step.error else None, call_id=call_id

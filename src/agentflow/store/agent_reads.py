@@ -6,6 +6,7 @@ model with no connection held.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
@@ -68,25 +69,56 @@ async def workspace_spend(
     return float(row["usd"]), int(row["tokens"]), row["daily_usd"], row["daily_tokens"]
 
 
-async def decision_figures(
-    pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID
-) -> tuple[float, float, int, float | None, int | None]:
-    """What a decision's budget checks read, in one round trip: seconds since the run started,
-    and the workspace's spend, tokens and own limits today (as ``workspace_spend``)."""
-    row = await pool.fetchrow(
-        "SELECT (SELECT extract(epoch FROM now() - coalesce(started_at, created_at))::float8 FROM runs"
-        "        WHERE workspace_id = $1 AND id = $2) AS elapsed,"
-        " coalesce(u.usd_cost, 0)::float8 AS usd,"
-        " coalesce(u.input_tokens + u.output_tokens, 0) AS tokens,"
-        " b.daily_usd::float8 AS daily_usd, b.daily_tokens"
-        " FROM (SELECT $1::uuid AS ws) w"
-        " LEFT JOIN workspace_usage u ON u.workspace_id = w.ws AND u.day = (now() AT TIME ZONE 'UTC')::date"
-        " LEFT JOIN workspace_budgets b ON b.workspace_id = w.ws",
-        workspace_id, run_id,
-    )  # fmt: skip
+@dataclass(frozen=True)
+class DecisionReads:
+    """What a decision reads before it asks the model, in one round trip.
+
+    Attributes:
+        spend: the workspace's spend and tokens today and its own daily limits (as
+            ``workspace_spend``).
+        account: the run's account (None without one, or when it is unknown).
+        history: the run's completed agent steps, oldest first (as ``history``).
+        tasks: the tasks the run created, as they are now (as ``run_tasks``).
+    """
+
+    spend: tuple[float, int, float | None, int | None]
+    account: dict[str, Any] | None
+    history: list[HistoryStep]
+    tasks: list[dict[str, Any]]
+
+
+_DECISION_READS = """
+SELECT coalesce(u.usd_cost, 0)::float8 AS usd,
+       coalesce(u.input_tokens + u.output_tokens, 0) AS tokens,
+       b.daily_usd::float8 AS daily_usd, b.daily_tokens,
+       (SELECT jsonb_build_object('id', a.id, 'name', a.name, 'owner', a.owner, 'attributes', a.attributes)
+        FROM accounts a WHERE a.workspace_id = $1 AND a.id = $3) AS account,
+       (SELECT coalesce(jsonb_agg(jsonb_build_array(s.seq, s.kind, s.name, s.input, s.output) ORDER BY s.seq),
+                        '[]')
+        FROM run_steps s WHERE s.workspace_id = $1 AND s.run_id = $2 AND s.status = 'completed'
+          AND s.kind LIKE 'agent.%') AS history,
+       (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                   'id', t.id, 'title', t.title, 'description', t.description, 'assignee', t.assignee,
+                   'due_at', t.due_at, 'priority', t.priority, 'status', t.status,
+                   'account_id', t.account_id, 'revision', t.revision, 'expires_at', t.expires_at,
+                   'completed_at', t.completed_at) ORDER BY t.created_at, t.id), '[]')
+        FROM tasks t WHERE t.workspace_id = $1 AND t.run_id = $2) AS tasks
+FROM (SELECT $1::uuid AS ws) w
+LEFT JOIN workspace_usage u ON u.workspace_id = w.ws AND u.day = (now() AT TIME ZONE 'UTC')::date
+LEFT JOIN workspace_budgets b ON b.workspace_id = w.ws
+"""
+
+
+async def decision_reads(
+    pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID, account_id: str | None
+) -> DecisionReads:
+    """The workspace's spend, the account, the run's history and its tasks, in one statement
+    (each was a round trip of its own: a decision's reads were most of its cost)."""
+    row = await pool.fetchrow(_DECISION_READS, workspace_id, run_id, account_id)
     assert row is not None
-    elapsed = float(row["elapsed"] or 0.0)
-    return elapsed, float(row["usd"]), int(row["tokens"]), row["daily_usd"], row["daily_tokens"]
+    history = [HistoryStep(*entry) for entry in row["history"]]
+    spend = (float(row["usd"]), int(row["tokens"]), row["daily_usd"], row["daily_tokens"])
+    return DecisionReads(spend, row["account"], history, list(row["tasks"]))
 
 
 async def approval(pool: asyncpg.Pool, workspace_id: UUID, approval_id: UUID) -> dict[str, Any] | None:
