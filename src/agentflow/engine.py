@@ -50,6 +50,7 @@ from agentflow.oauth2_consents import Consents
 from agentflow.people import Directory
 from agentflow.reports import Reports
 from agentflow.request_replies import RequestReplies
+from agentflow.reruns import Reruns
 from agentflow.resources import Resources
 from agentflow.run_moves import RunMoves
 from agentflow.run_starts import RunStarter
@@ -100,6 +101,7 @@ class Engine:
         self.people = Directory(db)
         self.resources = Resources(db)
         self.run_moves = RunMoves(db, self._configs)
+        self.reruns = Reruns(db, self._configs)
         self.memory = Memories(db)
         self.streams = RunStreams(db)
         self.reports = Reports(db)
@@ -407,6 +409,25 @@ class Engine:
                 "run_not_failed", f"only failed runs can be retried; this one is {run.status}"
             )
         return updated
+
+    async def rerun(
+        self,
+        run_id: UUID | str,
+        from_step: int,
+        *,
+        version: int | None = None,
+        workspace_id: UUID = DEFAULT_WORKSPACE,
+    ) -> RunRecord:
+        """A new run from where the ended run ``run_id`` stood when its step ``from_step``
+        began, its earlier steps copied (``agentflow.reruns``).
+
+        Raises:
+            NotFoundError: ``run_not_found``, ``step_not_found``.
+            ConfigError: ``step_invalid``, ``version_not_found``.
+            ConflictError: ``run_not_ended``, ``run_is_a_child``, ``rerun_not_possible``.
+        """
+        run = await self.get_run(run_id, workspace_id=workspace_id)
+        return await self.reruns.rerun(run, from_step, version=version)
 
     async def wait_for_run(
         self, run_id: UUID | str, *, timeout: float = 60.0, workspace_id: UUID = DEFAULT_WORKSPACE

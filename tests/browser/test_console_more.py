@@ -96,3 +96,32 @@ async def test_parked_runs_are_moved_to_the_latest_version_from_the_workflows_pa
         await engine.requests.respond(request["id"], approved=True, responded_by="lee")
         done = await engine.wait_for_run(run.id, timeout=30)
     assert done.workflow_version == 2 and done.output == "paid back by lee"
+
+
+async def test_an_ended_run_is_rerun_from_a_step_of_its_timeline(engine: Engine, browser: Browser) -> None:
+    """A failed run's timeline offers "Rerun from here" on each step after the start: a click
+    starts the new run from that step and shows it, naming the run it came from."""
+    from tests.support import tools
+
+    failing = {"id": "charge", "type": "tool", "tool": "always_fails", "args": {"retryable": False}}
+    counted = {
+        "id": "fetch",
+        "type": "tool",
+        "tool": "flaky",
+        "args": {"key": "console-rerun", "fail_times": 0},
+    }
+    await engine.publish_workflow({"name": "billing", "kind": "structured", "nodes": [counted, failing]})
+    async with running_worker(engine), serve(create_app(engine)) as base:
+        old = await engine.wait_for_run((await engine.start_run("billing", {})).id, timeout=30)
+        assert old.status == "failed"
+        page = await browser.new_page()
+        await page.goto(base + f"/#/runs/{old.workflow_id}/{old.id}")
+        buttons = page.locator("#timeline button.rerun")
+        await expect(buttons).to_have_count(1)  # step 0 is the start: nothing to rerun from
+        await buttons.first.click()
+        await expect(page.locator("#rerun-of")).to_contain_text(f"run {str(old.id)[:8]} from step 1")
+        await shot(page, "12-rerun")
+        (new,) = [r for r in await engine.list_runs(workflow="billing") if r.id != old.id]
+        done = await engine.wait_for_run(new.id, timeout=30)
+    assert done.status == "failed" and done.rerun_of == {"run_id": str(old.id), "step": 1}
+    assert tools.CALLS["flaky:console-rerun"] == 1, "the copied step was not done again"

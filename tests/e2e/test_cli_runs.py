@@ -167,3 +167,24 @@ async def test_list_takes_every_run_search_filter_and_refuses_a_misspelt_one(
                       ("nothing", "query_parameter_invalid")):  # fmt: skip
         refused = await asyncio.to_thread(run_cli, ["runs", "list", "--where", bad], env)
         assert refused.returncode == 2 and code in refused.stdout, (bad, refused.stdout)
+
+
+@pytest.mark.usefixtures("worker")
+async def test_rerun_starts_a_new_run_from_a_step_and_says_why_it_cannot(
+    engine: Engine, database_url: str
+) -> None:
+    two = {
+        "name": "two",
+        "kind": "structured",
+        "nodes": [{"id": "a", "type": "tool", "tool": "echo"}, {"id": "b", "type": "tool", "tool": "echo"}],
+    }
+    await engine.publish_workflow(two)
+    old = await engine.wait_for_run((await engine.start_run("two")).id, timeout=30)
+    env = cli_env(database_url)
+    made = await asyncio.to_thread(run_cli, ["runs", "rerun", str(old.id)[:8], "--from-step", "1"], env)
+    assert made.returncode == 0, made.stdout + made.stderr
+    new_id = re.search(r"run ([0-9a-f-]{36}): a rerun", made.stdout)
+    assert new_id is not None, made.stdout
+    assert (await engine.get_run(new_id.group(1))).rerun_of == {"run_id": str(old.id), "step": 1}
+    missing = await asyncio.to_thread(run_cli, ["runs", "rerun", str(old.id), "--from-step", "7"], env)
+    assert missing.returncode != 0 and "step_not_found" in missing.stdout + missing.stderr

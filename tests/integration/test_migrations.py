@@ -29,12 +29,12 @@ DECLARED_COLUMNS = {
         "input_tokens", "output_tokens", "cached_input_tokens", "usd_cost", "created_at", "started_at",
         "updated_at", "completed_at", "canceled_at", "trigger", "inbox_seq", "account_id", "costs",
         "began_token", "unstarted_rescues", "parent_step", "item_index", "start_key", "start_hash", "caller_node", "trace_parent",
-        "conversation",
+        "conversation", "rerun_of",
     },
     "run_steps": {
         "workspace_id", "id", "run_id", "seq", "attempt", "node_id", "kind", "name", "status", "input",
         "output", "error", "idempotency_key", "worker", "fencing_token", "started_at", "finished_at",
-        "input_tokens", "output_tokens", "cached_input_tokens", "usd_cost", "model",
+        "input_tokens", "output_tokens", "cached_input_tokens", "usd_cost", "model", "state",
     },
     "run_inbox": {"workspace_id", "id", "run_id", "kind", "payload", "created_at", "consumed_at", "consumed_seq"},
     "tasks": {

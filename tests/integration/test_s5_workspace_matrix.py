@@ -37,6 +37,7 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/api/ai/workflows/{workflow_id}/rollback"): {"version": 1},
     ("POST", "/api/ai/workflows/{workflow_id}/runs"): {"payload": {}},
     ("POST", "/api/ai/workflows/{workflow_id}/runs/migrate"): {},
+    ("POST", "/api/ai/workflows/{workflow_id}/runs/{run_id}/rerun"): {"from_step": 1},
     ("PUT", "/api/accounts/{account_id}"): {"name": "B's own account"},
     ("PUT", "/api/ai/workflows/{workflow_id}/webhook-secret"): {"secret": "whsec_" + "A" * 32},
     ("PATCH", "/api/workspaces/{workspace_id}"): {"name": "taken over"},

@@ -1,4 +1,5 @@
-"""``POST /api/ai/workflows/{workflow_id}/runs/migrate``: move parked runs to another version."""
+"""``POST /api/ai/workflows/{workflow_id}/runs/migrate``: move parked runs to another version;
+``POST .../runs/{run_id}/rerun``: a new run from where an ended one stood at a chosen step."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from fastapi import APIRouter, Body
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentflow.api.deps import EngineDep, WorkspaceDep, workflow_ref
-from agentflow.api.schemas import ERROR_RESPONSES, MAX_VERSION
+from agentflow.api.run_schemas import Run
+from agentflow.api.runs import run_of
+from agentflow.api.schemas import ERROR_RESPONSES, MAX_VERSION, conflict
 from agentflow.run_moves import MAX_RUNS
 
 router = APIRouter(
@@ -78,4 +81,39 @@ async def migrate_runs(
             RefusedRun(run_id=r.run_id, from_version=r.from_version, problems=r.problems)
             for r in done.refused
         ],
+    )
+
+
+class Rerun(BaseModel):
+    """Where a rerun starts, and on which version."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    from_step: int = Field(
+        ge=1, le=2_000_000_000, description="The step (its `seq`) to run again from; 0 is the start."
+    )
+    version: int | None = Field(
+        default=None, ge=1, le=MAX_VERSION, description="Default: the version the run was on."
+    )
+
+
+@router.post(
+    "/{run_id}/rerun",
+    response_model=Run,
+    status_code=201,
+    summary="Rerun an ended run from a step",
+    responses=conflict("`run_not_ended`, `run_is_a_child`, `rerun_not_possible`"),
+)
+async def rerun_run(
+    workflow_id: str, run_id: str, body: Annotated[Rerun, Body()], engine: EngineDep, workspace: WorkspaceDep
+) -> Run:
+    """A new run that starts where this ended run stood when step ``from_step`` began: the
+    steps that had completed by then are copied into it, not done again; the rest runs again
+    (``version``: on another version, where everything the run would run next exists). The
+    new run names this one in ``rerun_of``. 404 ``step_not_found``; 409 ``run_not_ended``,
+    ``run_is_a_child`` (rerun the parent), ``rerun_not_possible`` (``details.problems``: a
+    loop was running then, or the version lacks what the run needs)."""
+    run = await run_of(engine, workspace, workflow_id, run_id)
+    return Run.model_validate(
+        await engine.rerun(run.id, body.from_step, version=body.version, workspace_id=workspace)
     )

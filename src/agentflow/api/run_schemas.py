@@ -80,6 +80,11 @@ class Run(BaseModel):
         " `event` (with `debounced.events` when a debounce window started it); null for manual runs.",
     )
     account_id: str | None = Field(default=None, description="The account the run is about.")
+    rerun_of: dict[str, Any] | None = Field(
+        default=None,
+        description="A rerun: the run (`run_id`) and the `step` it was made from; its steps before that"
+        " one are copies of that run's.",
+    )
     conversation: dict[str, Any] | None = Field(
         default=None, description="The conversation the run answers: `id`, `channel`, `title`."
     )

@@ -145,7 +145,7 @@ async def start_run(
 async def get_run(workflow_id: str, run_id: str, engine: EngineDep, workspace: WorkspaceDep) -> RunDetail:
     """A run of this workflow with its step timeline (every attempt, in order) and its model
     use with that of every run it started (``total_usage``)."""
-    return await run_detail(engine, workspace, await _run_of(engine, workspace, workflow_id, run_id))
+    return await run_detail(engine, workspace, await run_of(engine, workspace, workflow_id, run_id))
 
 
 async def run_detail(engine: Engine, workspace: UUID, run: RunRecord) -> RunDetail:
@@ -173,7 +173,7 @@ async def stream_run(
     """Server-sent events: a ``run`` event with the run's detail (as ``GET .../runs/{id}``) now
     and whenever it changes (a checkpoint, a cancel, a wake), until it ends or ``STREAM_SECONDS``
     pass (then reconnect); a comment line every ``HEARTBEAT_SECONDS`` keeps proxies from closing it."""
-    run = await _run_of(engine, workspace, workflow_id, run_id)
+    run = await run_of(engine, workspace, workflow_id, run_id)
     return StreamingResponse(
         _changes(engine, workspace, run),
         media_type="text/event-stream",
@@ -211,7 +211,7 @@ async def cancel_run(workflow_id: str, run_id: str, engine: EngineDep, workspace
     The run comes back ``canceled``, or still running with ``cancel_requested`` true.
     409 ``run_already_ended`` when it has ended.
     """
-    run = await _run_of(engine, workspace, workflow_id, run_id)
+    run = await run_of(engine, workspace, workflow_id, run_id)
     return Run.model_validate(await engine.cancel_run(run.id, workspace_id=workspace))
 
 
@@ -223,11 +223,11 @@ async def cancel_run(workflow_id: str, run_id: str, engine: EngineDep, workspace
 )
 async def retry_run(workflow_id: str, run_id: str, engine: EngineDep, workspace: WorkspaceDep) -> Run:
     """Retry a failed run from its failed step; 409 ``run_not_failed`` for any other status."""
-    run = await _run_of(engine, workspace, workflow_id, run_id)
+    run = await run_of(engine, workspace, workflow_id, run_id)
     return Run.model_validate(await engine.retry_run(run.id, workspace_id=workspace))
 
 
-async def _run_of(engine: Engine, workspace: UUID, workflow_id: str, run_id: str) -> RunRecord:
+async def run_of(engine: Engine, workspace: UUID, workflow_id: str, run_id: str) -> RunRecord:
     """The run, which must belong to the workflow (404 otherwise)."""
     workflow = await engine.get_workflow(workflow_ref(workflow_id), workspace_id=workspace)
     run = await engine.get_run(run_ref(run_id), workspace_id=workspace)

@@ -1,4 +1,4 @@
-"""``agentflow runs``: start, list, show, cancel, retry, resume and migrate runs."""
+"""``agentflow runs``: start, list, show, cancel, retry, rerun, resume and migrate runs."""
 
 from __future__ import annotations
 
@@ -177,6 +177,23 @@ def retry(run_id: str = RUN_ID) -> None:
     async def go(engine: Engine) -> None:
         run = await engine.retry_run(await resolve_run_id(engine, run_id))
         console.print(f"run {run.id}: retrying from step {run.step_seq}")
+
+    run_with_engine(go)
+
+
+@app.command("rerun")
+def rerun(
+    run_id: str = RUN_ID,
+    from_step: int = typer.Option(..., "--from-step", help="The step (seq) to run again from."),
+    version: int | None = typer.Option(None, "--version", help="Rerun on this version (default: the run's)."),
+) -> None:
+    """Start a new run from where an ended run stood when a step began (earlier steps copied)."""
+
+    async def go(engine: Engine) -> None:
+        run = await engine.rerun(await resolve_run_id(engine, run_id), from_step, version=version)
+        console.print(
+            f"run {run.id}: a rerun of {run_id} from step {from_step} (version {run.workflow_version})"
+        )
 
     run_with_engine(go)
 

@@ -19,6 +19,7 @@ ACTIONS: dict[tuple[str, str], str] = {
     ("POST", "/api/ai/workflows/{workflow_id}/runs/migrate"): "run.migrate",
     ("POST", "/api/ai/workflows/{workflow_id}/runs/{run_id}/cancel"): "run.cancel",
     ("POST", "/api/ai/workflows/{workflow_id}/runs/{run_id}/retry"): "run.retry",
+    ("POST", "/api/ai/workflows/{workflow_id}/runs/{run_id}/rerun"): "run.rerun",
     ("POST", "/api/runs/{run_id}/resume"): "run.resume",
     ("POST", "/v2/executions/{execution_id}/resume"): "run.resume",
     ("POST", "/api/approvals/{approval_id}/approve"): "approval.approve",

@@ -88,6 +88,7 @@ class RunRecord(_FromRow):
     caller_node: str | None = None  # a run_workflow's child: the parent's node that started it
     trace_parent: str | None = None  # W3C traceparent of the span that started it (runtime.tracing)
     conversation: dict[str, Any] | None = None  # what it answers: {id, channel, title} (seed 002)
+    rerun_of: dict[str, Any] | None = None  # a rerun: {run_id, step} it was made from (core.reruns)
     # Read with run lists only (joined, not stored on the run): seed 002's columns.
     employee_id: UUID | None = None  # the workflow, when it is an employee
     parent_workflow: str | None = None  # the name of the parent run's workflow

@@ -54,14 +54,16 @@ WITH r AS (
       AND status = 'in_progress' AND step_seq = $24::int
     RETURNING workspace_id, id, status, due_at, cancel_requested, inbox_seq,
               extract(epoch FROM due_at - now())::float8 AS due_in, now() AS db_now,
-              state -> 'timers' AS timers
+              state -> 'timers' AS timers, state AS state_after
 ), s AS (
+    -- A completed step keeps the state it left (a rerun from a later step starts from it).
     INSERT INTO run_steps (workspace_id, run_id, seq, attempt, node_id, kind, name, status,
                            input, output, error, idempotency_key, worker, fencing_token,
-                           started_at, finished_at$STEP_USAGE_COLUMNS)
+                           started_at, finished_at, state$STEP_USAGE_COLUMNS)
     SELECT r.workspace_id, r.id, $13::int, $14, $15, $16, $17, $18, $19, $20, $21,
            r.id::text || ':' || $13::int, $4, $3,
-           clock_timestamp() - make_interval(secs => $22), clock_timestamp()$STEP_USAGE_VALUES
+           clock_timestamp() - make_interval(secs => $22), clock_timestamp(),
+           CASE WHEN $18 = 'completed' THEN r.state_after END$STEP_USAGE_VALUES
     FROM r
 )
 """

@@ -143,6 +143,10 @@ _PARTS: tuple[tuple[str, str, str], ...] = (
 )
 """Every optional part, in the order its parameter follows the fixed ones."""
 _FIXED_PARAMETERS = 25
+_RETURNED = (
+    "\nSELECT workspace_id, id, status, due_at, cancel_requested, inbox_seq, due_in, db_now, timers FROM r"
+)
+"""What the checkpoint answers (not the state it wrote back: the worker has it)."""
 
 
 @functools.cache
@@ -176,7 +180,7 @@ def _statement(parts: frozenset[str] = frozenset(), usage: bool = False) -> str:
         sql = sql.replace("$USAGE", "").replace("$STEP_USAGE_COLUMNS", "").replace("$STEP_USAGE_VALUES", "")
     if "cancel" in parts:  # the items of nested loops are found recursively
         sql = sql.replace("WITH r AS (", "WITH RECURSIVE r AS (", 1)
-    return sql.rstrip() + added + "\nSELECT * FROM r"
+    return sql.rstrip() + added + _RETURNED
 
 
 async def checkpoint(

@@ -8,6 +8,7 @@ import { graphSection } from "./graph.js";
 import { impactView } from "./impact.js";
 import { lifecycleSection } from "./lifecycle.js";
 import { heldReplies, repliesBlock } from "./replies.js";
+import { rerunCell, rerunOf } from "./reruns.js";
 import { runMovesSection } from "./run_moves.js";
 import { followList } from "./runs_live.js";
 import { readEvents } from "./sse.js";
@@ -256,18 +257,21 @@ function runNodes(run, workflowId, runId) {
     ? h("p", { id: "waits" }, "Waiting (" + (run.status_reason || "timer") + ")", run.due_at ? "; wakes " + when(run.due_at) : "")
     : null;
   const total = run.total_usage || {};
+  const ended = !ACTIVE.has(run.status) && !run.parent_run_id; // an ended run can be rerun from a step
+  const seen = new Set();
   const steps = h("table", { id: "timeline" },
-    h("thead", {}, h("tr", {}, ["#", "Node", "Kind", "Attempt", "Status", "Duration", "Tokens", "Input", "Output / error"].map((t) => h("th", {}, t)))),
+    h("thead", {}, h("tr", {}, ["#", "Node", "Kind", "Attempt", "Status", "Duration", "Tokens", "Input", "Output / error", ...(ended ? [""] : [])].map((t) => h("th", {}, t)))),
     h("tbody", {}, run.steps.map((s) =>
       h("tr", { "data-node": s.node_id || "", "data-step-status": s.status },
         h("td", {}, s.seq), h("td", {}, s.node_id || ""), h("td", {}, s.kind + (s.name ? " · " + s.name : "")),
         h("td", {}, s.attempt), h("td", {}, status(s.status)), h("td", {}, Math.round(s.duration_ms) + " ms"),
-        h("td", {}, s.input_tokens + s.output_tokens), h("td", {}, json(s.input)), h("td", {}, json(s.error || s.output))))));
+        h("td", {}, s.input_tokens + s.output_tokens), h("td", {}, json(s.input)), h("td", {}, json(s.error || s.output)),
+        ended ? rerunCell(run, s, seen, toast) : null))));
   const nodes = [
     h("h1", {}, "Run ", h("span", { class: "muted" }, run.id)),
     h("p", {}, "Status: ", h("span", { id: "run-status" }, status(run.status)), run.status_reason ? " · " + run.status_reason : "",
       " · v" + run.workflow_version, " · ", h("a", { href: "#/runs?workflow_id=" + run.workflow_id }, "all runs of this workflow")),
-    waits, actions,
+    waits, actions, rerunOf(run),
     h("p", { class: "muted" }, "Tokens " + (run.input_tokens + run.output_tokens) + " · USD " + run.usd_cost +
       (total.runs > 1 ? " · with the " + (total.runs - 1) + " runs it started: tokens " + (total.input_tokens + total.output_tokens) + ", USD " + total.usd_cost : "")),
     h("div", { class: "grid" },
