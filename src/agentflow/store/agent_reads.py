@@ -26,23 +26,6 @@ async def history(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID) -> list[
     return [HistoryStep(r["seq"], r["kind"], r["name"], r["input"], r["output"]) for r in rows]
 
 
-async def run_tasks(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID) -> list[dict[str, Any]]:
-    """The tasks the run created, as they are now (full content, for the model)."""
-    rows = await pool.fetch(
-        "SELECT id, title, description, assignee, due_at, priority, status, account_id, revision,"
-        " expires_at, completed_at FROM tasks WHERE workspace_id = $1 AND run_id = $2"
-        " ORDER BY created_at, id",
-        workspace_id, run_id,
-    )  # fmt: skip
-    return [
-        {
-            k: (v.isoformat() if hasattr(v, "isoformat") else str(v) if isinstance(v, UUID) else v)
-            for k, v in r.items()
-        }
-        for r in rows
-    ]
-
-
 async def account(pool: asyncpg.Pool, workspace_id: UUID, account_id: str) -> dict[str, Any] | None:
     """What is known about an account, or None."""
     row = await pool.fetchrow(
@@ -78,7 +61,7 @@ class DecisionReads:
             ``workspace_spend``).
         account: the run's account (None without one, or when it is unknown).
         history: the run's completed agent steps, oldest first (as ``history``).
-        tasks: the tasks the run created, as they are now (as ``run_tasks``).
+        tasks: the tasks the run created, as they are now (full content, for the model).
     """
 
     spend: tuple[float, int, float | None, int | None]
