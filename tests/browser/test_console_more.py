@@ -125,3 +125,34 @@ async def test_an_ended_run_is_rerun_from_a_step_of_its_timeline(engine: Engine,
         done = await engine.wait_for_run(new.id, timeout=30)
     assert done.status == "failed" and done.rerun_of == {"run_id": str(old.id), "step": 1}
     assert tools.CALLS["flaky:console-rerun"] == 1, "the copied step was not done again"
+
+
+async def test_the_workflow_list_shows_last_runs_and_an_agents_page_its_impact(
+    engine: Engine, browser: Browser
+) -> None:
+    """The workflow list names each workflow's newest run (a link to it); an agent workflow's
+    page shows what it did in the last 30 days; the run list says how each run started."""
+    from tests.support.agents import agent_workflow
+
+    await engine.publish_workflow(agent_workflow("follow-up"))
+    await engine.publish_workflow(
+        {"name": "greeter", "kind": "structured", "nodes": [{"id": "e", "type": "tool", "tool": "echo"}]}
+    )
+    async with running_worker(engine), serve(create_app(engine)) as base:
+        run = await engine.wait_for_run((await engine.start_run("greeter", {})).id, timeout=30)
+        page = await browser.new_page()
+        await page.goto(base + "/#/workflows")
+        greeter = page.locator("tr", has=page.locator("a", has_text="greeter")).locator("td.last-run")
+        await expect(greeter).to_contain_text("completed")
+        await expect(greeter.locator("a")).to_have_attribute("href", f"#/runs/{run.workflow_id}/{run.id}")
+        agent = page.locator("tr", has=page.locator("a", has_text="follow-up")).locator("td.last-run")
+        await expect(agent).to_have_text("none yet")
+        await page.goto(base + "/#/workflows/follow-up")
+        await expect(page.locator("#workflow-impact-summary")).to_be_visible()
+        await expect(page.locator("#workflow-impact")).to_contain_text("Tasks created")
+        await shot(page, "13-agent-impact")
+        await page.goto(base + "/#/workflows/greeter")
+        await expect(page.locator("#yaml")).to_be_visible()
+        await expect(page.locator("#workflow-impact")).to_have_count(0)
+        await page.goto(base + "/#/runs")
+        await expect(page.locator(f"tr[data-run='{run.id}']")).to_contain_text("api")

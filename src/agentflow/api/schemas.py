@@ -87,10 +87,25 @@ class WorkflowDetail(Workflow):
     graph: WorkflowGraph | None = None
 
 
+class LastRun(BaseModel):
+    """A workflow's newest run (a loop's items aside)."""
+
+    id: UUID
+    status: str
+    created_at: datetime
+    completed_at: datetime | None
+
+
+class ListedWorkflow(Workflow):
+    """A workflow in the list, with its newest run."""
+
+    last_run: LastRun | None = Field(default=None, description="Its newest run; null: none yet.")
+
+
 class WorkflowList(BaseModel):
     """Every workflow of the workspace, by name."""
 
-    workflows: list[Workflow]
+    workflows: list[ListedWorkflow]
 
 
 class Version(_Out):

@@ -19,6 +19,7 @@ from agentflow.api.schemas import (
     MAX_VERSION,
     GraphLink,
     GraphNode,
+    ListedWorkflow,
     Published,
     Version,
     Workflow,
@@ -53,9 +54,12 @@ async def list_workflows(
     archived: Annotated[bool, Query(description="List the archived workflows instead.")] = False,
 ) -> WorkflowList:
     """The workspace's workflows that are not archived (or, with ``archived=true``, those that
-    are), by name."""
+    are), by name, each with its newest run."""
     records = await engine.list_workflows(archived=archived, workspace_id=workspace)
-    return WorkflowList(workflows=[Workflow.model_validate(r) for r in records])
+    last = await workflows.last_runs(engine.db.pool, workspace, [r.id for r in records])
+    return WorkflowList(
+        workflows=[ListedWorkflow.model_validate({**r.__dict__, "last_run": last.get(r.id)}) for r in records]
+    )
 
 
 class FlagsChange(BaseModel):

@@ -120,6 +120,25 @@ async def list_all(
     return [WorkflowRecord.from_row(r) for r in rows]
 
 
+async def last_runs(
+    pool: asyncpg.Pool, workspace_id: UUID, workflow_ids: list[UUID]
+) -> dict[UUID, dict[str, Any]]:
+    """Each workflow's newest run that is no loop item (``id``, ``status``, ``created_at``,
+    ``completed_at``), for those that have one: one index walk each."""
+    rows = await pool.fetch(
+        "SELECT w.id AS workflow_id, r.id, r.status, r.created_at, r.completed_at"
+        " FROM unnest($2::uuid[]) AS w(id) CROSS JOIN LATERAL ("
+        "   SELECT id, status, created_at, completed_at FROM runs"
+        "   WHERE workspace_id = $1 AND workflow_id = w.id AND parent_step IS NULL"
+        "   ORDER BY created_at DESC LIMIT 1) AS r",
+        workspace_id, workflow_ids,
+    )  # fmt: skip
+    return {
+        row["workflow_id"]: {k: row[k] for k in ("id", "status", "created_at", "completed_at")}
+        for row in rows
+    }
+
+
 async def list_versions(pool: asyncpg.Pool, workspace_id: UUID, workflow_id: UUID) -> list[dict[str, Any]]:
     """Every version of a workflow, newest first: ``version``, ``content_hash``, ``created_at``."""
     rows = await pool.fetch(

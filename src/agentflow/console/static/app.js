@@ -5,7 +5,7 @@ import { ApiError, api } from "./api.js";
 import { auditSection, auditView } from "./audit.js";
 import { h } from "./dom.js";
 import { graphSection } from "./graph.js";
-import { impactView } from "./impact.js";
+import { impactView, workflowImpactSection } from "./impact.js";
 import { lifecycleSection } from "./lifecycle.js";
 import { heldReplies, repliesBlock } from "./replies.js";
 import { rerunCell, rerunOf } from "./reruns.js";
@@ -53,13 +53,16 @@ async function workflowsView(query) {
       h("td", {}, h("a", { href: "#/workflows/" + encodeURIComponent(w.name) }, w.name)),
       h("td", {}, w.kind), h("td", {}, "v" + w.latest_version),
       h("td", {}, w.archived_at ? "archived" : w.draft ? "draft" : w.enabled ? "enabled" : "disabled"),
+      h("td", { class: "last-run" }, w.last_run
+        ? [h("a", { href: "#/runs/" + w.id + "/" + w.last_run.id }, status(w.last_run.status)), " " + when(w.last_run.created_at)]
+        : h("span", { class: "muted" }, "none yet")),
       h("td", {}, h("a", { href: "#/runs?workflow_id=" + w.id }, "runs"))));
   return [
     h("h1", {}, archived ? "Archived workflows" : "Workflows"),
     h("div", { class: "row" }, h("a", { href: "#/new" }, "New workflow from YAML"), " ",
       archived ? h("a", { href: "#/workflows" }, "Current workflows") : h("a", { href: "#/workflows?archived=true", id: "show-archived" }, "Archived")),
     workflows.length
-      ? h("table", {}, h("thead", {}, h("tr", {}, ["Name", "Kind", "Version", "State", ""].map((t) => h("th", {}, t)))), h("tbody", {}, rows))
+      ? h("table", {}, h("thead", {}, h("tr", {}, ["Name", "Kind", "Version", "State", "Last run", ""].map((t) => h("th", {}, t)))), h("tbody", {}, rows))
       : h("p", { class: "muted" }, archived ? "No archived workflows." : "No workflows yet."),
   ];
 }
@@ -139,6 +142,7 @@ async function workflowView(name) {
         h("div", { class: "row" }, h("button", { class: "primary", id: "start", onclick: start }, "Start run")), startResult,
         h("h2", {}, "Recent runs"), runTable(runs))),
     graphSection(workflow.graph),
+    await workflowImpactSection(workflow),
     versionsSection(workflow, versions),
     await lifecycleSection(workflow, { problems, toast, changed: route, deleted: () => (location.hash = "#/workflows") }),
     workflow.latest_version > 1 && !workflow.archived_at ? runMovesSection(workflow, { problems, toast }) : null,
@@ -183,12 +187,14 @@ function versionsSection(workflow, versions) {
 function runTable(runs) {
   if (!runs.length) return h("p", { class: "muted" }, "No runs.");
   return h("table", { id: "runs" },
-    h("thead", {}, h("tr", {}, ["Run", "Status", "Reason", "Started", "Tokens", "USD"].map((t) => h("th", {}, t)))),
+    h("thead", {}, h("tr", {}, ["Run", "Status", "Reason", "Started", "Duration", "Trigger", "Model", "Tokens", "USD"].map((t) => h("th", {}, t)))),
     h("tbody", {}, runs.map((r) =>
       h("tr", { "data-run": r.id },
         h("td", {}, h("a", { href: "#/runs/" + r.workflow_id + "/" + r.id }, r.id.slice(0, 8))),
         h("td", {}, status(r.status)), h("td", {}, r.status_reason || ""), h("td", {}, when(r.started_at || r.created_at)),
-        h("td", {}, r.input_tokens + r.output_tokens), h("td", {}, r.usd_cost)))));
+        h("td", {}, r.duration_ms == null ? "" : Math.round(r.duration_ms) + " ms"),
+        h("td", {}, (r.trigger && r.trigger.source) || (r.rerun_of ? "rerun" : r.parent_run_id ? "parent run" : "api")),
+        h("td", {}, r.model || ""), h("td", {}, r.input_tokens + r.output_tokens), h("td", {}, r.usd_cost)))));
 }
 
 const FILTERS = ["status", "workflow_id", "account_id", "trigger", "enrollment_key", "parent_run_id"];

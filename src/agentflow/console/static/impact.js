@@ -100,3 +100,19 @@ export async function impactView(query) {
         : h("p", { class: "muted" }, "No runs in this period.")),
   ];
 }
+
+// On an agent workflow's page: what it did in the last 30 days (its impact report), with a
+// link to the workspace's charts. A structured workflow has no impact report: nothing shows.
+export async function workflowImpactSection(workflow) {
+  if (workflow.kind !== "agent") return null;
+  const report = await api("GET", "/api/ai/workflows/" + workflow.id + "/report?from=30d");
+  const f = report.figures;
+  const rows = [["Runs", f.runs], ["Tasks created", f.tasks_created], ["Completed on time", f.tasks_completed_on_time],
+    ["Completed late", f.tasks_completed_late], ["Notifications sent", f.notifications_sent],
+    ["Minutes saved", Math.round(report.minutes_saved)], ["Model calls", f.model_calls], ["USD", f.usd_cost]];
+  return h("section", { "aria-label": "Impact" },
+    h("h2", {}, "Impact, last 30 days"),
+    h("p", { id: "workflow-impact-summary" }, report.summary),
+    h("table", { id: "workflow-impact" }, h("tbody", {}, rows.map(([name, value]) => h("tr", {}, h("th", { scope: "row" }, name), h("td", {}, value))))),
+    h("p", {}, h("a", { href: "#/impact" }, "The workspace's activity over time")));
+}
