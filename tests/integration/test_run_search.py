@@ -15,6 +15,7 @@ from agentflow.api.app import create_app
 from agentflow.core.run_filters import parse_run_filter
 from agentflow.engine import Engine
 from agentflow.llm.scripted import ScriptedProvider
+from tests.integration.test_dispatch import dispatch_all
 from tests.support.agents import running_worker, until
 from tests.support.http_server import serve
 
@@ -167,3 +168,34 @@ async def test_runs_by_the_model_they_called_and_by_employee(engine: Engine) -> 
 
 async def ids_of(engine: Engine, model: str) -> set[str]:
     return {str(r.id) for r in await engine.search_runs(parse_run_filter([("model", f"scripted:{model}")]))}
+
+
+async def test_runs_by_trigger_id_and_employee_id(engine: Engine) -> None:
+    await engine.publish_workflow({**PLAIN, "name": "on-order", "trigger": {"topics": ["order.placed"]}})
+    await engine.publish_workflow(
+        {
+            "name": "helper",
+            "kind": "employee",
+            "title": "Helper",
+            "prompt": "You help.",
+            "on_text": "complete",
+        }
+    )
+    await engine.events.publish(
+        [{"topic": "order.placed", "message_id": f"order-{n}", "data": {}} for n in range(3)]
+    )
+    await dispatch_all(engine)
+    helper = await engine.start_run("helper", {"message": "Hello"})
+    manual = await engine.start_run("on-order", {})
+    helper_id = helper.workflow_id
+    async with serve(create_app(engine)) as base, httpx.AsyncClient(base_url=base) as client:
+        by_event = await client.get("/api/runs", params={"trigger_id": "order-1"})
+        assert by_event.status_code == 200, by_event.text
+        (row,) = by_event.json()["runs"]
+        assert row["trigger_id"] == "order-1" and row["id"] != str(manual.id)
+        assert await found(client, {"trigger_id": "order-9"}) == set()
+        assert await found(client, {"employee_id": str(helper_id)}) == {str(helper.id)}
+        assert await found(client, {"ai_employee_id": str(helper_id)}) == {str(helper.id)}
+        assert await found(client, {"employee_id": str(row["workflow_id"])}) == set(), "not an employee"
+        bad = await client.get("/api/runs", params={"employee_id": "nope"})
+        assert (bad.status_code, bad.json()["error"]["details"]["parameter"]) == (422, "employee_id")

@@ -22,10 +22,11 @@ async def search_runs(request: Request, engine: EngineDep, workspace: WorkspaceD
     """The workspace's runs that match every filter given, newest first, one page at a time.
 
     Exact: ``status``, ``run_id``, ``workflow_id``, ``version``, ``trigger`` (event, public,
-    private, schedule, manual), ``enrollment_key``, ``account_id``, ``parent_run_id``,
+    private, schedule, manual), ``trigger_id`` (the event's ``message_id``, or the schedule's
+    fire time, as rows show it), ``enrollment_key``, ``account_id``, ``parent_run_id``,
     ``model`` (called it at least once, as ``provider:model``), ``employee`` (runs of the
-    employee of that name), ``conversation_id`` and ``channel`` (the conversation the run was
-    started for); run
+    employee of that name) or ``employee_id`` (seed 002: ``ai_employee_id``),
+    ``conversation_id`` and ``channel`` (the conversation the run was started for); run
     variables: ``state[key]=value`` (text comparison); ranges: ``started``, ``ended``,
     ``created`` (ISO 8601 with offset), ``duration`` (ms), ``tokens``, ``usd``, each with
     ``[gte]``, ``[lte]``, ``[gt]`` or ``[lt]``. ``loop_of=<run>`` lists a run's loop items

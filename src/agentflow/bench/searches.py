@@ -45,6 +45,8 @@ SELECT $1, gen_random_uuid(), ($2::uuid[])[1 + g % cardinality($2::uuid[])], 1, 
        g % 5000, g % 3000, (g % 1000) / 1000.0,
        jsonb_build_array(jsonb_build_object('key_type', ($6::text[])[1 + g % 3])),
        CASE WHEN g % 5 = 0 THEN NULL
+            WHEN g % 4 = 0 THEN jsonb_build_object('source', 'event',
+                                                   'event', jsonb_build_object('message_id', 'msg-' || g))
             ELSE jsonb_build_object('source', (ARRAY['event', 'public', 'private', 'schedule'])[1 + g % 4])
        END,
        CASE WHEN g % 10 = 0
@@ -82,6 +84,9 @@ def filters(workflow_ids: list[UUID], runs: int, parent: UUID) -> dict[str, Call
         "version": lambda rng: "version=1",
         "trigger": lambda rng: f"trigger={rng.choice(['event', 'public', 'private', 'schedule', 'manual'])}",
         "enrollment_key": lambda rng: f"enrollment_key=key-{some(rng)}",
+        # Runs whose number is 4 more than a multiple of 20 were started by an event msg-<number>.
+        "trigger_id": lambda rng: f"trigger_id=msg-{rng.randrange(max(runs // 20, 1)) * 20 + 4}",
+        "employee_id (none of the workflows)": lambda rng: f"employee_id={rng.choice(workflow_ids)}",
         "account_id": lambda rng: f"account_id=acct-{some(rng) % 5000}",
         "parent_run_id": lambda rng: f"parent_run_id={parent}",
         "conversation_id": lambda rng: f"conversation_id=conv-{some(rng) % 20000}",

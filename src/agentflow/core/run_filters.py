@@ -117,6 +117,12 @@ def parse_run_filter(params: Iterable[tuple[str, str]], *, with_workflow: bool =
             exact[name] = value
         elif name in ("run_id", "parent_run_id") or (name == "workflow_id" and with_workflow):
             exact[name] = _uuid(name, value)
+        elif name in ("employee_id", "ai_employee_id"):  # seed 002 calls it ai_employee_id
+            exact["employee_id"] = _uuid(name, value)
+        elif name == "trigger_id":
+            if len(value) > 500:
+                raise _invalid(name, value, "at most 500 characters")
+            exact[name] = value
         elif name == "version":
             exact[name] = _int(name, value, 1, 2_000_000_000)
         elif name == "trigger":
@@ -152,8 +158,8 @@ def _invalid(name: str, value: str, expected: str) -> ConfigError:
 
 def _unknown(name: str, with_workflow: bool) -> ConfigError:
     known = [
-        "status", "run_id", "version", "trigger", "enrollment_key", "account_id", "model", "employee",
-        "conversation_id", "channel", "parent_run_id", "loop_of",
+        "status", "run_id", "version", "trigger", "trigger_id", "enrollment_key", "account_id", "model",
+        "employee", "employee_id", "conversation_id", "channel", "parent_run_id", "loop_of",
         "state[key]", *(f"{r}[gte|lte|gt|lt]" for r in _RANGE_PARSERS), "limit", "before", "exclude",
     ]  # fmt: skip
     if with_workflow:

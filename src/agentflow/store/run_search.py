@@ -20,6 +20,9 @@ _EXACT = {
     # name them (the NOT NULL lets the planner use them).
     "conversation_id": "conversation IS NOT NULL AND conversation->>'id'",
     "channel": "conversation IS NOT NULL AND conversation->>'channel'",
+    # The expression of the partial index runs_by_trigger_id (migration 0035).
+    "trigger_id": "trigger IS NOT NULL"
+                  " AND coalesce(trigger->'event'->>'message_id', trigger->>'scheduled_at')",
 }  # fmt: skip
 _RANGES = {
     "started": "started_at",
@@ -47,6 +50,11 @@ async def search_runs(pool: asyncpg.Pool, workspace_id: UUID, wanted: RunFilter)
             where.append("trigger IS NULL" if value == "manual" else f"trigger->>'source' = {arg(value)}")
         elif name == "model":  # called it at least once (the run's per-model costs name it)
             where.append(f"costs @> jsonb_build_array(jsonb_build_object('key_type', {arg(value)}::text))")
+        elif name == "employee_id":  # runs of the employee with that id (none: not an employee)
+            where.append(
+                f"workflow_id = (SELECT id FROM workflows WHERE workspace_id = $1 AND id = {arg(value)}"
+                " AND kind = 'employee')"
+            )
         elif name == "employee":  # runs of the employee of that name
             where.append(
                 f"workflow_id IN (SELECT id FROM workflows WHERE workspace_id = $1 AND kind = 'employee'"
