@@ -214,3 +214,15 @@ async def test_an_agent_delegates_to_an_employee_and_reads_its_validated_answer(
     assert answered.output["result"]["data"] == {"risk": "high"}, "the answer, as the schema shaped it"
     asked = await engine.db.pool.fetchval("SELECT input FROM runs WHERE parent_run_id = $1", lead)
     assert asked["assignment"] == "How risky is Acme's renewal?"
+
+
+async def test_an_attached_run_workflow_naming_a_missing_workflow_is_refused_at_publish(
+    engine: Engine,
+) -> None:
+    from agentflow.core.errors import ConfigError
+
+    with pytest.raises(ConfigError) as refused:
+        await engine.publish_workflow(support())
+    errors = refused.value.info.details["errors"]
+    assert {"path": "nodes[1].workflow", "message": "no workflow named 'billing' here"} in errors
+    assert await engine.db.pool.fetchval("SELECT count(*) FROM workflows WHERE name = 'support'") == 0
