@@ -156,3 +156,38 @@ async def test_the_workflow_list_shows_last_runs_and_an_agents_page_its_impact(
         await expect(page.locator("#workflow-impact")).to_have_count(0)
         await page.goto(base + "/#/runs")
         await expect(page.locator(f"tr[data-run='{run.id}']")).to_contain_text("api")
+
+
+async def test_the_run_list_filters_by_range_and_run_variable_in_the_url(
+    engine: Engine, browser: Browser
+) -> None:
+    """A run variable and a time range have fields of their own; the filters go into the URL
+    (UTC) and come back into the fields when the page is opened from it."""
+    tiered = {
+        "name": "tiered",
+        "kind": "structured",
+        "state_definition": {"tier": {"type": "string", "default": "basic"}},
+        "nodes": [{"id": "e", "type": "tool", "tool": "echo"}],
+    }
+    await engine.publish_workflow(tiered)
+    async with running_worker(engine), serve(create_app(engine)) as base:
+        gold = await engine.wait_for_run(
+            (await engine.start_run("tiered", {}, state={"tier": "gold"})).id, timeout=30
+        )
+        basic = await engine.wait_for_run((await engine.start_run("tiered", {})).id, timeout=30)
+        page = await browser.new_page()
+        await page.goto(base + "/#/runs")
+        await expect(page.locator(f"tr[data-run='{basic.id}']")).to_have_count(1)
+        await page.fill("#filter-variable", "tier=gold")
+        await page.fill("#range-0", "2000-01-01T00:00")  # started after
+        await page.click("#run-filters button[type=submit]")
+        await expect(page.locator(f"tr[data-run='{gold.id}']")).to_have_count(1)
+        await expect(page.locator(f"tr[data-run='{basic.id}']")).to_have_count(0)
+        assert "state%5Btier%5D=gold" in page.url and "started%5Bgte%5D=2000-01-01T" in page.url, page.url
+        await page.reload()
+        await expect(page.locator("#filter-variable")).to_have_value("tier=gold")
+        await expect(page.locator("#range-0")).to_have_value("2000-01-01T00:00")
+        await page.fill("#range-1", "2000-01-02T00:00")  # started before: nothing is that old
+        await page.click("#run-filters button[type=submit]")
+        await expect(page.locator("#run-list")).to_contain_text("No runs.")
+        await shot(page, "14-runs-by-range")

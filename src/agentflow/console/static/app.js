@@ -8,6 +8,7 @@ import { graphSection } from "./graph.js";
 import { impactView, workflowImpactSection } from "./impact.js";
 import { lifecycleSection } from "./lifecycle.js";
 import { heldReplies, repliesBlock } from "./replies.js";
+import { runFilterForm } from "./run_filters.js";
 import { rerunCell, rerunOf } from "./reruns.js";
 import { runMovesSection } from "./run_moves.js";
 import { followList } from "./runs_live.js";
@@ -197,31 +198,10 @@ function runTable(runs) {
         h("td", {}, r.model || ""), h("td", {}, r.input_tokens + r.output_tokens), h("td", {}, r.usd_cost)))));
 }
 
-const FILTERS = ["status", "workflow_id", "account_id", "trigger", "enrollment_key", "parent_run_id"];
-
 async function runsView(query) {
   const params = new URLSearchParams(query);
   params.set("exclude", "state");
-  const form = h("form", { class: "row", id: "run-filters", role: "search" });
-  for (const name of FILTERS) {
-    const id = "filter-" + name;
-    form.append(h("label", { for: id }, name), h("input", { id, name, value: params.get(name) || "", size: name === "status" ? 10 : 20 }));
-  }
-  // Every other filter of GET /api/runs (ranges, run variables, model, conversation...) as a
-  // query string: tokens[gte]=1000&state[tier]=gold
-  const others = new URLSearchParams([...params].filter(([name]) => !FILTERS.includes(name) && name !== "exclude"));
-  form.append(h("label", { for: "filter-more" }, "more"),
-    h("input", { id: "filter-more", name: "more", value: others.toString(), size: 36, placeholder: "tokens[gte]=1000&state[tier]=gold" }));
-  form.append(h("button", { type: "submit" }, "Filter"));
-  form.addEventListener("submit", (event) => {
-    event.preventDefault();
-    const wanted = new URLSearchParams(form.elements.more.value.trim());
-    for (const name of FILTERS) {
-      const value = form.elements[name].value.trim();
-      if (value) wanted.set(name, value);
-    }
-    location.hash = "#/runs?" + wanted.toString(); // shareable: the filters live in the URL
-  });
+  const form = runFilterForm(params);
   const body = h("div", { id: "run-list" });
   try {
     const { runs } = await api("GET", "/api/runs?" + params.toString());
