@@ -122,11 +122,20 @@ async def test_a_person_runs_the_whole_job_from_the_browser(engine: Engine, brow
         await expect(page.locator("#versions tr[data-version='3']")).to_contain_text("latest")
         assert "Refund" in str((await engine.get_version("refund")).config["nodes"][0]["message"])
 
-        # A mistake is shown with its path, and nothing is published.
+        # A mistake is shown with its path and its line, and nothing is published.
         await page.goto(base + "/#/new")
-        await page.fill("#yaml", "name: broken\nkind: structured\nnodes:\n  - {id: a, type: teleport}\n")
+        broken = "name: broken\nkind: structured\nnodes:\n  - id: a\n    type: tool\n    tool: echo\n"
+        await page.fill("#yaml", broken + "  - id: b\n    type: teleport\n")
         await page.click("#publish")
-        await expect(page.locator(".errors")).to_contain_text("nodes[0].type")
+        await expect(page.locator(".errors")).to_contain_text("nodes[1].type")
+        at = page.locator(".errors button.at-line")
+        await expect(at).to_have_text("line 8")
+        await at.click()
+        chosen = await page.evaluate(
+            "() => { const a = document.getElementById('yaml');"
+            " return [document.activeElement === a, a.value.slice(a.selectionStart, a.selectionEnd)]; }"
+        )
+        assert chosen == [True, "    type: teleport"], chosen
         await shot(page, "6-config-error")
     assert [w.name for w in await engine.list_workflows()] == ["refund"]
     # Nothing failed in the page but the publish the test meant to fail (422).

@@ -191,3 +191,44 @@ async def test_the_run_list_filters_by_range_and_run_variable_in_the_url(
         await page.click("#run-filters button[type=submit]")
         await expect(page.locator("#run-list")).to_contain_text("No runs.")
         await shot(page, "14-runs-by-range")
+
+
+YAML_A = """name: refund
+kind: structured
+trigger:
+  topics: [order.placed]
+nodes:
+  - id: ask
+    type: user_input
+    message: "Refund {{ payload.amount }}?"
+  - id: done
+    type: finish
+  - {id: flow, type: finish}
+"""
+YAML_B = """nodes:
+- id: a
+  args:
+    value: 1
+- id: b
+  type: wait
+"""
+LINES = [
+    (YAML_A, "nodes[1].type", 10), (YAML_A, "nodes[id=ask].message", 8), (YAML_A, "trigger.topics[0]", 4),
+    (YAML_A, "nodes[2].type", 11), (YAML_A, "nodes[id=flow].type", 11), (YAML_A, "kind", 2),
+    (YAML_A, "nodes[9].type", 5), (YAML_A, "nodes[0].nope", 6), (YAML_A, "missing", None),
+    (YAML_B, "nodes[0].args.value", 4), (YAML_B, "nodes[id=b].type", 6),
+]  # fmt: skip
+
+
+async def test_an_error_path_is_found_on_its_line_of_the_yaml(engine: Engine, browser: Browser) -> None:
+    """The console's ``lineOf`` (yaml_lines.js) finds the line a config path is written on,
+    block or flow style, or the nearest line that encloses it, or none."""
+    async with serve(create_app(engine)) as base:
+        page = await browser.new_page()
+        await page.goto(base + "/")
+        found = await page.evaluate(
+            "async (cases) => { const { lineOf } = await import('/console/yaml_lines.js');"
+            " return cases.map(([text, path]) => lineOf(text, path)); }",
+            [[text, path] for text, path, _ in LINES],
+        )
+    assert found == [want for _, _, want in LINES]

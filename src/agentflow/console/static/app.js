@@ -14,6 +14,7 @@ import { runMovesSection } from "./run_moves.js";
 import { followList } from "./runs_live.js";
 import { readEvents } from "./sse.js";
 import { tasksView } from "./tasks.js";
+import { lineOf } from "./yaml_lines.js";
 
 const main = document.getElementById("main");
 const ACTIVE = new Set(["created", "in_progress", "waiting", "suspended"]);
@@ -36,12 +37,26 @@ function toast(text) {
   setTimeout(() => (el.textContent = ""), 4000);
 }
 
-function problems(error) {
+// An error's list; with the editor it came from, each path the API names is a button that
+// selects its line there.
+function problems(error, area = null) {
   const errors = (error.details && error.details.errors) || [];
+  const at = (e) => {
+    const line = area && e.path ? lineOf(area.value, e.path) : null;
+    return line ? [h("button", { class: "at-line", "data-line": String(line), onclick: () => showLine(area, line) }, "line " + line), " "] : [];
+  };
   const items = errors.length
-    ? errors.map((e) => h("li", {}, (e.path ? e.path + ": " : "") + e.message))
+    ? errors.map((e) => h("li", {}, ...at(e), (e.path ? e.path + ": " : "") + e.message))
     : [h("li", {}, error.message)];
   return h("div", { class: "errors", role: "alert" }, h("strong", {}, error.code || "error"), h("ul", {}, items));
+}
+
+function showLine(area, line) {
+  const lines = area.value.split("\n");
+  const from = lines.slice(0, line - 1).reduce((n, l) => n + l.length + 1, 0);
+  area.focus();
+  area.setSelectionRange(from, from + lines[line - 1].length);
+  area.scrollTop = Math.max(0, (line - 4) * (parseFloat(getComputedStyle(area).lineHeight) || 18));
 }
 
 // ---- Views ----------------------------------------------------------------------------------
@@ -96,7 +111,7 @@ function editor(text, onPublished) {
       onPublished(published);
     } catch (e) {
       if (!(e instanceof ApiError)) throw e;
-      result.append(problems(e));
+      result.append(problems(e, area));
     }
   }
   return h("section", { "aria-label": "Configuration" },
