@@ -123,7 +123,17 @@ async def test_an_ended_run_is_rerun_from_a_step_of_its_timeline(engine: Engine,
         await shot(page, "12-rerun")
         (new,) = [r for r in await engine.list_runs(workflow="billing") if r.id != old.id]
         done = await engine.wait_for_run(new.id, timeout=30)
+        # Fixed in v2: the old run is rerun from the same step on it.
+        fixed = {"id": "charge", "type": "tool", "tool": "echo"}
+        await engine.publish_workflow({"name": "billing", "kind": "structured", "nodes": [counted, fixed]})
+        await page.goto(base + f"/#/runs/{old.workflow_id}/{old.id}")
+        await page.fill("#rerun-version", "2")
+        await page.locator("#timeline button.rerun").first.click()
+        await expect(page.locator("#rerun-of")).to_be_visible()
+        on_v2 = [r for r in await engine.list_runs(workflow="billing") if r.id not in (old.id, new.id)]
+        fixed_run = await engine.wait_for_run(on_v2[0].id, timeout=30)
     assert done.status == "failed" and done.rerun_of == {"run_id": str(old.id), "step": 1}
+    assert (fixed_run.status, fixed_run.workflow_version) == ("completed", 2)
     assert tools.CALLS["flaky:console-rerun"] == 1, "the copied step was not done again"
 
 

@@ -9,7 +9,7 @@ import { impactView, workflowImpactSection } from "./impact.js";
 import { lifecycleSection } from "./lifecycle.js";
 import { heldReplies, repliesBlock } from "./replies.js";
 import { runFilterForm } from "./run_filters.js";
-import { rerunCell, rerunOf } from "./reruns.js";
+import { rerunCell, rerunOf, rerunVersion } from "./reruns.js";
 import { runMovesSection } from "./run_moves.js";
 import { followList } from "./runs_live.js";
 import { readEvents } from "./sse.js";
@@ -278,7 +278,7 @@ function runNodes(run, workflowId, runId) {
     h("div", { class: "grid" },
       h("section", {}, h("h2", {}, "Input"), json(run.input)),
       h("section", {}, h("h2", {}, run.error ? "Error" : "Output"), h("div", { id: "run-output" }, json(run.error || run.output)))),
-    h("h2", {}, "Timeline"), steps,
+    h("h2", {}, "Timeline"), ended ? rerunVersion(run) : null, steps,
   ];
   return nodes;
 }

@@ -11,7 +11,9 @@ export function rerunCell(run, step, seen, toast) {
   seen.add(step.seq);
   async function rerun() {
     try {
-      const made = await api("POST", "/api/ai/workflows/" + run.workflow_id + "/runs/" + run.id + "/rerun", { from_step: step.seq });
+      const chosen = Number((document.getElementById("rerun-version") || {}).value) || run.workflow_version;
+      const body = chosen === run.workflow_version ? { from_step: step.seq } : { from_step: step.seq, version: chosen };
+      const made = await api("POST", "/api/ai/workflows/" + run.workflow_id + "/runs/" + run.id + "/rerun", body);
       location.hash = "#/runs/" + made.workflow_id + "/" + made.id;
     } catch (e) {
       if (!(e instanceof ApiError)) throw e;
@@ -31,4 +33,11 @@ export function rerunOf(run) {
   return h("p", { id: "rerun-of", class: "muted" }, "A rerun of ",
     h("a", { href: "#/runs/" + run.workflow_id + "/" + old }, "run " + old.slice(0, 8)),
     " from step " + run.rerun_of.step + "; the steps before it are copies of that run's.");
+}
+
+// Beside the timeline of an ended run: the version a rerun from a step runs on (the run's own
+// by default; another where its state fits, else the rerun is refused with why).
+export function rerunVersion(run) {
+  return h("p", { class: "field" }, h("label", { for: "rerun-version" }, "Rerun on version"),
+    h("input", { id: "rerun-version", type: "number", min: "1", step: "1", value: String(run.workflow_version) }));
 }
