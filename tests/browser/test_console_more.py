@@ -127,10 +127,14 @@ async def test_an_ended_run_is_rerun_from_a_step_of_its_timeline(engine: Engine,
         fixed = {"id": "charge", "type": "tool", "tool": "echo"}
         await engine.publish_workflow({"name": "billing", "kind": "structured", "nodes": [counted, fixed]})
         await page.goto(base + f"/#/runs/{old.workflow_id}/{old.id}")
+        # The old run's own page (no "rerun of"), not the one shown before it.
+        await expect(page.locator("h1")).to_contain_text(str(old.id))
+        await expect(page.locator("#rerun-of")).to_have_count(0)
         await page.fill("#rerun-version", "2")
         await page.locator("#timeline button.rerun").first.click()
         await expect(page.locator("#rerun-of")).to_be_visible()
         on_v2 = [r for r in await engine.list_runs(workflow="billing") if r.id not in (old.id, new.id)]
+        assert len(on_v2) == 1, on_v2
         fixed_run = await engine.wait_for_run(on_v2[0].id, timeout=30)
     assert done.status == "failed" and done.rerun_of == {"run_id": str(old.id), "step": 1}
     assert (fixed_run.status, fixed_run.workflow_version) == ("completed", 2)
