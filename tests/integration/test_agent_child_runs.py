@@ -14,6 +14,7 @@ from agentflow.core.chat import Message, ModelRequest
 from agentflow.engine import Engine
 from agentflow.llm.scripted import ScriptedProvider
 from tests.conftest import make_settings
+from tests.integration.test_agent_attached_tools import model_calling
 from tests.support.agents import calls, running_worker, until
 
 
@@ -48,17 +49,6 @@ def support(wait: bool = True, **attached: Any) -> dict[str, Any]:
             {"id": "end", "type": "finish", "output": "{{ input.summary }}"},
         ],
     }
-
-
-def model_calling(*decisions: Message) -> tuple[ScriptedProvider, list[ModelRequest]]:
-    seen: list[ModelRequest] = []
-    queue = list(decisions)
-
-    def respond(request: ModelRequest) -> Message:
-        seen.append(request)
-        return queue.pop(0) if queue else calls(("complete", {"summary": "answered"}))
-
-    return ScriptedProvider(respond), seen
 
 
 async def agent_run_of(engine: Engine, run_id: Any) -> Any:

@@ -104,13 +104,7 @@ def delivery_span(row: Mapping[str, Any]) -> Iterator[Span | None]:
         yield None
         return
     run_id: UUID | None = row.get("run_id")
-    context = (
-        trace.set_span_in_context(
-            NonRecordingSpan(tracing.run_span_context(run_id, row.get("run_trace_parent")))
-        )
-        if run_id is not None
-        else Context()
-    )
+    context = _under_run(run_id, row.get("run_trace_parent"))
     attributes: dict[str, Any] = {
         "agentflow.notification.id": str(row["id"]),
         "agentflow.notification.channel": str(row["channel"]),
@@ -129,12 +123,7 @@ def delivery_span(row: Mapping[str, Any]) -> Iterator[Span | None]:
 
 def end_delivery(span: Span | None, outcome: str, error_code: str | None = None) -> None:
     """Mark how a delivery attempt ended: ``sent``, ``retry`` or ``failed``."""
-    if span is None:
-        return
-    span.set_attribute("agentflow.notification.outcome", outcome)
-    if error_code is not None:
-        span.set_attribute("error.type", error_code)
-        span.set_status(Status(StatusCode.ERROR, error_code))
+    _ended(span, "agentflow.notification.outcome", outcome, error_code)
 
 
 @contextmanager
@@ -164,12 +153,7 @@ def gate_span(workflow: str, request: Any) -> Iterator[Span | None]:
 def end_gate(span: Span | None, outcome: str, error_code: str | None = None) -> None:
     """Mark how a gate's turn ended: ``started``, ``declined``, ``retry`` (asked again later)
     or ``deleted``; ``error_code`` when the gate could not decide (a fallback, a retry)."""
-    if span is None:
-        return
-    span.set_attribute("agentflow.gate.outcome", outcome)
-    if error_code is not None:
-        span.set_attribute("error.type", error_code)
-        span.set_status(Status(StatusCode.ERROR, error_code))
+    _ended(span, "agentflow.gate.outcome", outcome, error_code)
 
 
 @contextmanager
@@ -181,11 +165,7 @@ def reply_span(
     if tracer is None:
         yield None
         return
-    context = (
-        trace.set_span_in_context(NonRecordingSpan(tracing.run_span_context(run_id, run_trace_parent)))
-        if run_id is not None
-        else Context()
-    )
+    context = _under_run(run_id, run_trace_parent)
     attributes: dict[str, Any] = {
         "agentflow.reply.id": str(reply["id"]),
         "agentflow.reply.via": str(reply["via"]),
@@ -203,11 +183,23 @@ def reply_span(
 
 def end_reply(span: Span | None, outcome: str, label: str | None, error_code: str | None = None) -> None:
     """Mark how a reading ended: ``answered``, ``held``, ``ignored``, ``late`` or ``retry``."""
+    if span is not None and label is not None:
+        span.set_attribute("agentflow.reply.label", label)
+    _ended(span, "agentflow.reply.outcome", outcome, error_code)
+
+
+def _under_run(run_id: UUID | None, run_trace_parent: str | None) -> Context:
+    """A context whose current span is the run's (a trace of its own without a run)."""
+    if run_id is None:
+        return Context()
+    return trace.set_span_in_context(NonRecordingSpan(tracing.run_span_context(run_id, run_trace_parent)))
+
+
+def _ended(span: Span | None, attribute: str, outcome: str, error_code: str | None) -> None:
+    """Name how a companion's span ended, with an error status for ``error_code``."""
     if span is None:
         return
-    span.set_attribute("agentflow.reply.outcome", outcome)
-    if label is not None:
-        span.set_attribute("agentflow.reply.label", label)
+    span.set_attribute(attribute, outcome)
     if error_code is not None:
         span.set_attribute("error.type", error_code)
         span.set_status(Status(StatusCode.ERROR, error_code))
