@@ -121,3 +121,49 @@ def test_after_a_sigkill_the_next_command_to_exit_stops_the_server(data_dir: Pat
     listed = run_cli(["workflows", "list"], _env(data_dir))
     assert listed.returncode == 0, listed.stdout + listed.stderr
     _assert_stopped(data_dir, listed.stdout + listed.stderr)
+
+
+def _slow_first_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pgserver's first ``pg_ctl start`` returns as if it had waited 10 s in vain (a busy
+    machine): the server is started without waiting for it, and the call raises the timeout."""
+    import pgserver.postgres_server as pg_module
+
+    real = pg_module.pg_ctl
+    calls: list[list[str]] = []
+
+    def slow(args: list[str], **kwargs: object) -> object:
+        calls.append(list(args))
+        if len(calls) == 1 and "start" in args:
+            real(["-W" if a == "-w" else a for a in args], **kwargs)  # type: ignore[operator]
+            log = Path(args[args.index("-l") + 1])
+            for _ in range(100):  # as after 10 s: the server has begun writing its log
+                if log.exists():
+                    break
+                time.sleep(0.05)
+            raise subprocess.TimeoutExpired("pg_ctl", 10)
+        return real(args, **kwargs)  # type: ignore[operator]
+
+    monkeypatch.setattr(pg_module, "pg_ctl", slow)
+
+
+def test_a_start_that_outlasts_pg_ctls_wait_is_waited_for(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentflow.store.embedded import EmbeddedServer
+
+    _slow_first_start(monkeypatch)
+    server = EmbeddedServer(data_dir)
+    try:
+        assert server.running() and "agentflow" in server.url()
+    finally:
+        server.stop()
+
+
+def test_without_the_wait_a_slow_start_fails(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Negative control: with no time to wait, the same slow start is the error it was."""
+    from agentflow.store import embedded
+
+    _slow_first_start(monkeypatch)
+    monkeypatch.setattr(embedded, "START_SECONDS", 0.0)
+    with pytest.raises(subprocess.TimeoutExpired):
+        embedded.EmbeddedServer(data_dir)

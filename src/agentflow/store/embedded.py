@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,9 @@ logger = logging.getLogger(__name__)
 
 DATABASE = "agentflow"
 HOLDERS_FILE = ".handle_pids.json"
+START_SECONDS = 60.0
+"""How long a start may take: pgserver's ``pg_ctl start`` gives up after 10 s, which a busy
+machine can take while the server goes on starting."""
 """pgserver's list of the pids of the processes using the server, in its data directory."""
 
 # A pid's process must be older than the list's last write to be the one that registered
@@ -47,10 +52,24 @@ class EmbeddedServer:
         self._lock: Any = PostgresServer._lock
         self._forget_dead_holders()
         logger.info("starting embedded PostgreSQL in %s", self.pgdata)
-        get_server: Any = pgserver.get_server  # type: ignore[attr-defined]
-        self._server: Any = get_server(self.pgdata, cleanup_mode="stop")
+        self._server: Any = self._start(pgserver.get_server, PostgresServer)  # type: ignore[attr-defined]
         if DATABASE not in self._server.psql("SELECT datname FROM pg_database;"):
             self._server.psql(f"CREATE DATABASE {DATABASE};")
+
+    def _start(self, get_server: Any, server_class: Any) -> Any:
+        """The server, started (or found running) within ``START_SECONDS``."""
+        deadline = time.monotonic() + START_SECONDS
+        while True:
+            try:
+                return get_server(self.pgdata, cleanup_mode="stop")
+            except (subprocess.TimeoutExpired, AssertionError):
+                # pg_ctl stopped waiting (or the server was not ready yet) while the server goes
+                # on starting: forget the handle pgserver kept and look again.
+                server_class._instances.pop(self.pgdata.resolve(), None)
+                if time.monotonic() > deadline:
+                    raise
+                logger.info("embedded PostgreSQL is still starting; waiting for it")
+                time.sleep(1.0)
 
     def url(self, database: str = DATABASE) -> str:
         """A URL for asyncpg (unix socket in the query string)."""
