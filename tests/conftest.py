@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -65,3 +68,17 @@ def spans() -> Iterator[InMemorySpanExporter]:
     tracing.install(processor=SimpleSpanProcessor(exporter))
     yield exporter
     tracing.uninstall()
+
+
+@pytest.fixture
+def server_dir() -> Iterator[Path]:
+    """A fresh directory for an embedded server's data, outside pytest's ``tmp_path``.
+
+    pgserver opens the folders above its data directory to its own user (o+rx) and runs
+    ``pg_ctl`` as that user; any pytest session that starts meanwhile (CI runs three lanes)
+    closes ``/tmp/pytest-of-<user>`` again (0700), and a server starting under it then cannot
+    even create its log (CI failed so: ``pg_ctl`` exited before writing ``pg/log``).
+    """
+    path = Path(tempfile.mkdtemp(prefix="agentflow-server-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)

@@ -18,10 +18,10 @@ WORKLOADS = {"W1", "W2", "W3", "W4", "G1", "W5", "E1", "E2", "E3", "A1", "L1", "
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_quick_bench_reports_every_workload_and_the_floor(tmp_path: Path) -> None:
+def test_quick_bench_reports_every_workload_and_the_floor(tmp_path: Path, server_dir: Path) -> None:
     out = tmp_path / "bench.json"
     env = {k: v for k, v in os.environ.items() if k != "AGENTFLOW_DATABASE_URL"}
-    env.update(AGENTFLOW_DATA_DIR=str(tmp_path / "data"), COLUMNS="200")
+    env.update(AGENTFLOW_DATA_DIR=str(server_dir / "data"), COLUMNS="200")
     result = subprocess.run(
         [*CLI, "bench", "--quick", "--json", str(out)],
         env=env,

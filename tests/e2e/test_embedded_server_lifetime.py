@@ -57,9 +57,9 @@ def _until(check: Callable[[], bool], timeout: float, what: str) -> None:
 
 
 @pytest.fixture
-def data_dir(tmp_path: Path) -> Iterator[Path]:
-    yield tmp_path / "data"
-    server = _postmaster(tmp_path / "data")
+def data_dir(server_dir: Path) -> Iterator[Path]:
+    yield server_dir / "data"
+    server = _postmaster(server_dir / "data")
     if server is not None:  # a failed test must not leave its server behind either
         server.terminate()
 

@@ -17,13 +17,13 @@ def _postmaster_pid(pgdata: Path) -> int | None:
     return int(pidfile.read_text().split()[0]) if pidfile.exists() else None
 
 
-async def test_embedded_server_is_reused_across_starts_and_stops_cleanly(tmp_path: Path) -> None:
-    settings = Settings(data_dir=tmp_path / "data", pool_min_size=1)
+async def test_embedded_server_is_reused_across_starts_and_stops_cleanly(server_dir: Path) -> None:
+    settings = Settings(data_dir=server_dir / "data", pool_min_size=1)
     async with Engine.open(settings) as engine:
         await engine.publish_workflow(
             {"name": "kept", "kind": "structured", "nodes": [{"id": "a", "type": "finish"}]}
         )
-        pgdata = tmp_path / "data" / "pg"
+        pgdata = server_dir / "data" / "pg"
         pid = _postmaster_pid(pgdata)
         assert pid is not None and psutil.pid_exists(pid)
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, (
@@ -51,8 +51,8 @@ async def test_engine_connections_carry_the_timeouts(database_url: str) -> None:
         await engine.close()
 
 
-async def test_embedded_url_points_at_the_agentflow_database(tmp_path: Path) -> None:
-    server = EmbeddedServer(tmp_path / "d")
+async def test_embedded_url_points_at_the_agentflow_database(server_dir: Path) -> None:
+    server = EmbeddedServer(server_dir / "d")
     try:
         conn = await asyncpg.connect(server.url())
         assert await conn.fetchval("SELECT current_database()") == "agentflow"
