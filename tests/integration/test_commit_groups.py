@@ -1,0 +1,157 @@
+"""Group commit: statements of several runs share a transaction, and each still stands alone.
+
+Against the engine's real pool: many callers at once are answered from fewer transactions than
+statements, each with its own row (or none when its own fence fails); a failing statement fails
+only its caller; a connection lost mid-group fails every caller and commits nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from uuid import UUID
+
+import asyncpg
+import pytest
+
+from agentflow.engine import Engine
+from agentflow.store.commit_groups import CommitGroup
+from agentflow.store.database import unavailable
+
+BUMP = (
+    "UPDATE grouped SET v = v + 1 WHERE tag = $1 AND id = $2 AND 1 / $3::int > 0"
+    " RETURNING id, v, txid_current() AS tx"
+)
+DIE = "SELECT $2::uuid AS id, pg_terminate_backend(pg_backend_pid()) AS gone WHERE $1::text IS NOT NULL"
+
+
+async def _table(engine: Engine, count: int) -> list[UUID]:
+    pool = engine.db.pool
+    await pool.execute("CREATE TABLE grouped (tag text, id uuid PRIMARY KEY, v int NOT NULL DEFAULT 0)")
+    ids = [uuid.uuid4() for _ in range(count)]
+    await pool.executemany("INSERT INTO grouped (tag, id) VALUES ('t', $1)", [(i,) for i in ids])
+    return ids
+
+
+async def _values(engine: Engine) -> dict[UUID, int]:
+    return {r["id"]: r["v"] for r in await engine.db.pool.fetch("SELECT id, v FROM grouped")}
+
+
+async def test_statements_at_once_share_transactions_and_each_gets_its_row(engine: Engine) -> None:
+    ids = await _table(engine, 40)
+    group = CommitGroup(engine.db.pool)
+
+    rows = await asyncio.gather(*(group.fetchrow(BUMP, "t", i, 1) for i in ids))
+
+    assert [r["id"] for r in rows if r] == ids
+    assert all(r["v"] == 1 for r in rows if r)
+    assert len({r["tx"] for r in rows if r}) == 1  # one commit for all forty
+    assert set((await _values(engine)).values()) == {1}
+
+
+async def test_a_failed_fence_answers_none_to_its_caller_only(engine: Engine) -> None:
+    ids = await _table(engine, 6)
+    group = CommitGroup(engine.db.pool)
+
+    rows = await asyncio.gather(
+        *(group.fetchrow(BUMP, "other" if n == 3 else "t", i, 1) for n, i in enumerate(ids))
+    )
+
+    assert rows[3] is None
+    assert all(
+        r is not None and r["id"] == i for n, (r, i) in enumerate(zip(rows, ids, strict=True)) if n != 3
+    )
+    values = await _values(engine)
+    assert values[ids[3]] == 0 and sum(values.values()) == 5
+
+
+async def test_a_failing_statement_fails_alone_and_the_others_commit(engine: Engine) -> None:
+    ids = await _table(engine, 8)
+    group = CommitGroup(engine.db.pool)
+
+    results = await asyncio.gather(
+        *(group.fetchrow(BUMP, "t", i, 0 if n == 5 else 1) for n, i in enumerate(ids)), return_exceptions=True
+    )
+
+    assert isinstance(results[5], asyncpg.DivisionByZeroError)
+    assert all(isinstance(r, asyncpg.Record) for n, r in enumerate(results) if n != 5)
+    values = await _values(engine)
+    assert values[ids[5]] == 0 and sum(values.values()) == 7
+
+
+async def test_two_statements_of_one_run_go_in_order_in_separate_transactions(engine: Engine) -> None:
+    ids = await _table(engine, 3)
+    group = CommitGroup(engine.db.pool)
+
+    rows = await asyncio.gather(
+        group.fetchrow(BUMP, "t", ids[0], 1),
+        group.fetchrow(BUMP, "t", ids[1], 1),
+        group.fetchrow(BUMP, "t", ids[1], 1),
+        group.fetchrow(BUMP, "t", ids[2], 1),
+    )
+
+    assert [r["v"] for r in rows if r] == [1, 1, 2, 1]
+    assert rows[1] is not None and rows[2] is not None and rows[1]["tx"] != rows[2]["tx"]
+
+
+async def test_different_statements_share_a_group(engine: Engine) -> None:
+    ids = await _table(engine, 4)
+    group = CommitGroup(engine.db.pool)
+    read = "SELECT id, v, txid_current() AS tx FROM grouped WHERE tag = $1 AND id = $2"
+
+    rows = await asyncio.gather(
+        group.fetchrow(BUMP, "t", ids[0], 1),
+        group.fetchrow(read, "t", ids[1]),
+        group.fetchrow(BUMP, "t", ids[2], 1),
+        group.fetchrow(read, "t", ids[3]),
+    )
+
+    assert [r["id"] for r in rows if r] == ids
+    assert [r["v"] for r in rows if r] == [1, 0, 1, 0]
+    assert len({r["tx"] for r in rows if r}) == 1
+
+
+async def test_a_caller_that_gives_up_before_its_group_leaves_its_statement_unsent(engine: Engine) -> None:
+    ids = await _table(engine, 3)
+    group = CommitGroup(engine.db.pool)
+
+    first = asyncio.ensure_future(group.fetchrow(BUMP, "t", ids[0], 1))
+    dropped = asyncio.ensure_future(group.fetchrow(BUMP, "t", ids[1], 1))
+    kept = asyncio.ensure_future(group.fetchrow(BUMP, "t", ids[2], 1))
+    await asyncio.sleep(0)  # all three wait for the group, not yet sent
+    dropped.cancel()
+    await asyncio.gather(first, kept)
+
+    values = await _values(engine)
+    assert values == {ids[0]: 1, ids[1]: 0, ids[2]: 1}
+
+
+async def test_a_connection_lost_mid_group_fails_every_caller_and_commits_nothing(engine: Engine) -> None:
+    ids = await _table(engine, 5)
+    group = CommitGroup(engine.db.pool)
+
+    results = await asyncio.gather(
+        group.fetchrow(BUMP, "t", ids[0], 1),
+        group.fetchrow(BUMP, "t", ids[1], 1),
+        group.fetchrow(BUMP, "t", ids[2], 1),
+        group.fetchrow(DIE, "t", ids[3]),
+        group.fetchrow(BUMP, "t", ids[4], 1),
+        return_exceptions=True,
+    )
+
+    assert all(isinstance(r, Exception) and unavailable(r) for r in results), results
+    # The group's transaction died with its connection: none of it committed.
+    assert set((await _values(engine)).values()) == {0}
+
+
+@pytest.mark.parametrize("grouped", [True, False])
+async def test_negative_control_without_a_group_every_statement_commits_alone(
+    engine: Engine, grouped: bool
+) -> None:
+    ids = await _table(engine, 20)
+    sender = CommitGroup(engine.db.pool) if grouped else engine.db.pool
+
+    rows = await asyncio.gather(*(sender.fetchrow(BUMP, "t", i, 1) for i in ids))
+
+    transactions = len({r["tx"] for r in rows if r})
+    assert transactions == (1 if grouped else 20)
