@@ -41,6 +41,7 @@ from agentflow.runtime.gatekeeper import EventGate
 from agentflow.runtime.lifecycle_listeners import LifecycleListeners
 from agentflow.settings import Settings
 from agentflow.store import inbox, loops, reads, runs
+from agentflow.store.commit_groups import CommitGroup
 from agentflow.store.database import TRANSACTION_CONFLICTS, UNAVAILABLE_ERRORS, Database, unavailable
 
 logger = logging.getLogger(__name__)
@@ -101,6 +102,8 @@ class Worker:
         self.name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self._tools = tools or default_registry
         self._configs = ConfigCache(db.pool)
+        # Begins and checkpoints of the runs driven here share commits (group commit).
+        self._commits = CommitGroup(db.pool)
         self._workflow_labels = metrics.BoundedLabels(settings.metrics_workflows_list)
         self._listeners = LifecycleListeners(db, self._configs)
         self.threads = ToolThreads()
@@ -190,8 +193,8 @@ class Worker:
                         continue
                 delay = await self._sleep_for(free > 0 and not claimed)
                 backoff = 0.0
-            except UNAVAILABLE_ERRORS as exc:
-                if not unavailable(exc):
+            except (*UNAVAILABLE_ERRORS, *TRANSACTION_CONFLICTS) as exc:
+                if not unavailable(exc) and not isinstance(exc, TRANSACTION_CONFLICTS):
                     raise
                 backoff = min(max(backoff * 2, 0.1), 5 * self.settings.poll_interval)
                 logger.warning("claim failed (%s); retrying in %.1fs", exc, backoff)
@@ -253,7 +256,7 @@ class Worker:
             pending = await inbox.load(self.db.pool, run.workspace_id, run.id) if inbox_seq else EMPTY
             cursor = step.Cursor.of(run, outputs, pending)
             # Loaded: from here a lost worker cuts the step off, and costs the run a rescue.
-            if not await runs.begin(self.db.pool, run.workspace_id, run.id, token, self.name):
+            if not await runs.begin(self._commits, run.workspace_id, run.id, token, self.name):
                 logger.info("run %s: lease lost before its step began", run.id)
                 return
             if isinstance(config, StructuredConfig) and config.parallel_limit > 1 and config.graph.fans_out:
@@ -370,7 +373,7 @@ class Worker:
             outcome = await self._listeners.with_events(run, outcome)
         failpoint("before_checkpoint")
         done = await runs.checkpoint(
-            self.db.pool, run.workspace_id, run.id, token, self.name,
+            self._commits, run.workspace_id, run.id, token, self.name,
             outcome.run, outcome.step, outcome.effects,
         )  # fmt: skip
         failpoint("after_checkpoint")
@@ -412,7 +415,8 @@ class Worker:
             claims = [(h.workspace_id, h.run_id, h.token) for h in held]
             try:
                 kept = await runs.heartbeat(self.db.pool, self.name, claims, self.settings.lease_ttl)
-            except UNAVAILABLE_ERRORS as exc:
+            except (*UNAVAILABLE_ERRORS, *TRANSACTION_CONFLICTS) as exc:
+                # A lease outlives two missed beats: the next one extends it.
                 logger.warning("heartbeat failed: %s", exc)
                 continue
             for claim in held:

@@ -17,9 +17,8 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
-import asyncpg
-
 from agentflow.store import checkpoint_sql as sql_parts
+from agentflow.store.commit_groups import RowFetcher
 
 
 @dataclass(frozen=True)
@@ -184,7 +183,7 @@ def _statement(parts: frozenset[str] = frozenset(), usage: bool = False) -> str:
 
 
 async def checkpoint(
-    pool: asyncpg.Pool,
+    pool: RowFetcher,
     workspace_id: UUID,
     run_id: UUID,
     token: int,
@@ -195,6 +194,8 @@ async def checkpoint(
 ) -> Checkpointed | None:
     """Record a step, move the run and apply the step's effects in one statement, fenced on
     ``token``.
+
+    ``pool`` may be a ``CommitGroup``: the checkpoint then shares its commit with other runs'.
 
     Returns None when the lease was lost: nothing was written.
     """

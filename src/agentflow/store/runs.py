@@ -15,6 +15,7 @@ import asyncpg
 
 from agentflow.core.records import RunRecord
 from agentflow.store.checkpoints import Checkpointed, Effects, RunWrite, StepWrite, checkpoint
+from agentflow.store.commit_groups import RowFetcher
 from agentflow.store.database import WAKE_CHANNEL, Connection
 
 __all__ = [
@@ -182,7 +183,7 @@ async def claim(
     return [Claimed(RunRecord.from_row(r), r["rescued"], r["inbox_seq"]) for r in rows]
 
 
-async def begin(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID, token: int, owner: str) -> bool:
+async def begin(pool: RowFetcher, workspace_id: UUID, run_id: UUID, token: int, owner: str) -> bool:
     """Record that the holder of ``token`` begins the run's step (after loading what it needs).
 
     A worker lost after this costs the run a rescue; one lost before it does not (see
@@ -199,13 +200,22 @@ async def begin(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID, token: int
     return row is not None
 
 
-_HEARTBEAT = (
-    "UPDATE runs r SET lease_expires_at = now() + make_interval(secs => $5),"
-    " due_at = now() + make_interval(secs => $5)"
-    " FROM unnest($1::uuid[], $2::uuid[], $3::bigint[]) AS h(ws, id, token)"
-    " WHERE r.workspace_id = h.ws AND r.id = h.id AND r.fencing_token = h.token"
-    " AND r.lease_owner = $4 AND r.status = 'in_progress' RETURNING r.id"
+# The rows are locked in the order of their ids, as a worker's group commit locks them
+# (store.commit_groups): the two never deadlock.
+_HEARTBEAT = """
+WITH held AS (
+    SELECT r.ctid AS tid FROM runs r
+    JOIN unnest($1::uuid[], $2::uuid[], $3::bigint[]) AS h(ws, id, token)
+      ON r.workspace_id = h.ws AND r.id = h.id AND r.fencing_token = h.token
+    WHERE r.lease_owner = $4 AND r.status = 'in_progress'
+    ORDER BY r.id
+    FOR UPDATE OF r
 )
+UPDATE runs r SET lease_expires_at = now() + make_interval(secs => $5),
+                  due_at = now() + make_interval(secs => $5)
+FROM held WHERE r.ctid = held.tid
+RETURNING r.id
+"""
 
 
 async def heartbeat(
