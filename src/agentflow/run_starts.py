@@ -5,7 +5,8 @@ remembers the version it last started each workflow on (versions never change, s
 parsed config stays valid) and inserts the next run in one statement that holds only while
 the workflow is still that (same id, same name, same latest version: ``start_if_current``).
 When it is not, or when an idempotency key was used before, nothing was written and the start
-takes the long way: read the version, then insert.
+takes the long way: read the version, then insert. Quick starts made at once share their
+commit (``store.commit_groups``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from agentflow.core.state_definition import check_start_state
 from agentflow.runtime import metrics, tracing
 from agentflow.runtime.configs import ConfigCache
 from agentflow.store import workflows
+from agentflow.store.commit_groups import CommitGroup
 from agentflow.store.run_starts import Started, StartKey, start_if_current, start_once
 
 FindVersion = Callable[[UUID | str, int | None, UUID], Awaitable[VersionRecord]]
@@ -46,6 +48,8 @@ class RunStarter:
         self, pool: asyncpg.Pool, configs: ConfigCache, find_version: FindVersion, remember: int = 1024
     ) -> None:
         self._pool = pool
+        # Quick starts made at once (API requests, a client's tasks) share commits.
+        self._starts = CommitGroup(pool)
         self._configs = configs
         self._find_version = find_version
         self._size = remember
@@ -83,7 +87,7 @@ class RunStarter:
             first = self._first_state(remembered, payload, state, start_from, inputs)
             with _conflicts(enrollment_key):
                 run = await start_if_current(
-                    self._pool, workspace_id, uuid.uuid4(), remembered, _input(payload), first,
+                    self._starts, workspace_id, uuid.uuid4(), remembered, _input(payload), first,
                     enrollment_key, key, latest=version is None, name=None if ref else str(workflow),
                     trace_parent=traced, conversation=conversation,
                 )  # fmt: skip

@@ -155,3 +155,18 @@ async def test_negative_control_without_a_group_every_statement_commits_alone(
 
     transactions = len({r["tx"] for r in rows if r})
     assert transactions == (1 if grouped else 20)
+
+
+async def test_quick_starts_at_once_share_a_commit_and_each_is_its_own_run(engine: Engine) -> None:
+    await engine.publish_workflow(
+        {"name": "grouped-starts", "kind": "structured", "nodes": [{"id": "a", "type": "finish"}]}
+    )
+    await engine.start_run("grouped-starts", {"n": -1})  # the long way once: the version is known after
+
+    started = await asyncio.gather(*(engine.start_run("grouped-starts", {"n": n}) for n in range(20)))
+
+    rows = await engine.db.pool.fetch(
+        "SELECT id, input, xmin::text AS tx FROM runs WHERE id = ANY($1::uuid[])", [r.id for r in started]
+    )
+    assert sorted(r["input"]["n"] for r in rows) == list(range(20))
+    assert len({r["tx"] for r in rows}) < 20  # several inserted by one transaction

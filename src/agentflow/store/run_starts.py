@@ -13,6 +13,7 @@ from uuid import UUID
 import asyncpg
 
 from agentflow.core.records import RunRecord, VersionRecord
+from agentflow.store.commit_groups import RowFetcher
 from agentflow.store.database import WAKE_CHANNEL
 
 _START = f"""
@@ -47,7 +48,7 @@ SELECT ins.*, pg_notify('{WAKE_CHANNEL}', '') FROM ins
 
 
 async def start_if_current(
-    pool: asyncpg.Pool,
+    pool: RowFetcher,
     workspace_id: UUID,
     run_id: UUID,
     version: VersionRecord,
