@@ -13,27 +13,20 @@ import asyncio
 import functools
 import importlib
 import logging
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-import asyncpg
-
+from agentflow import publishing
 from agentflow.access import AccessKeys
 from agentflow.accounts import AccountBook
-from agentflow.core.config_validation import config_document, content_hash, parse_config_text, validate_config
+from agentflow.connecting import open_database
 from agentflow.core.conversations import check_conversation
-from agentflow.core.definitions import AgentConfig, StructuredConfig
-from agentflow.core.errors import ConflictError, NotFoundError
-from agentflow.core.graph.code_nodes import refuse_code_steps
+from agentflow.core.errors import NotFoundError
 from agentflow.core.ids import DEFAULT_WORKSPACE as DEFAULT_WORKSPACE
 from agentflow.core.ids import as_uuid
-from agentflow.core.lifecycle import RUN_CANCELED
 from agentflow.core.records import RunRecord, StepRecord, VersionRecord, WorkflowRecord
-from agentflow.core.references import references_of
 from agentflow.core.run_filters import RunFilter
 from agentflow.core.tools import ToolRegistry
 from agentflow.credentials import Credentials
@@ -45,24 +38,23 @@ from agentflow.knowledge import KnowledgeBase
 from agentflow.knowledge.embedding import configured_embedder
 from agentflow.llm.base import ModelProvider
 from agentflow.memories import Memories
-from agentflow.nodes.workflow_access import refuse_unknown_children
 from agentflow.oauth2_consents import Consents
 from agentflow.people import Directory
 from agentflow.reports import Reports
 from agentflow.request_replies import RequestReplies
 from agentflow.reruns import Reruns
 from agentflow.resources import Resources
+from agentflow.run_control import RunControl
 from agentflow.run_moves import RunMoves
 from agentflow.run_starts import RunStarter
 from agentflow.run_streams import RunStreams
-from agentflow.runtime import metrics, tracing
 from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.gatekeeper import EventGate
 from agentflow.runtime.lifecycle_listeners import LifecycleListeners
 from agentflow.runtime.worker import Worker
 from agentflow.settings import Settings, previous_sealing_keys, sealing_key
-from agentflow.store import migrate, reads, run_search, runs, workflows
-from agentflow.store.database import UNAVAILABLE_ERRORS, Database, unavailable
+from agentflow.store import reads, run_search, workflows
+from agentflow.store.database import Database
 from agentflow.store.embedded import EmbeddedServer
 from agentflow.store.run_starts import Started
 from agentflow.store.workflows import Published
@@ -113,6 +105,7 @@ class Engine:
         self._sealing_key = functools.partial(sealing_key, settings, embedded is not None)
         previous = previous_sealing_keys(settings)
         self._listeners = LifecycleListeners(db, self._configs)
+        self._control = RunControl(db, settings, self._configs, self._listeners)
         self.webhooks = Webhooks(db, self._configs, self._sealing_key, previous, self._listeners)
         self.credentials = Credentials(db, self._sealing_key, settings.http_allow_list, previous)
         self.consents = Consents(db, self.credentials, self._sealing_key, settings.base_url, previous)
@@ -144,17 +137,7 @@ class Engine:
         configured_embedder(settings)  # AGENTFLOW_EMBEDDINGS=local without its extra fails here
         for module in settings.import_modules:
             importlib.import_module(module)
-        embedded = None
-        url = settings.database_url
-        if url is None:
-            embedded = await asyncio.to_thread(EmbeddedServer, settings.data_dir)
-            url = embedded.url()
-        try:
-            db = await _reach(url, settings, migrate_schema, wait)
-        except BaseException:
-            if embedded is not None:
-                embedded.stop()
-            raise
+        db, embedded = await open_database(settings, migrate_schema=migrate_schema, wait=wait)
         return cls(db, settings, embedded)
 
     async def close(self) -> None:
@@ -167,7 +150,7 @@ class Engine:
 
     async def publish_workflow(
         self,
-        config: dict[str, Any] | str | Path | AgentConfig | StructuredConfig,
+        config: publishing.Config,
         *,
         draft: bool | None = None,
         enabled: bool | None = None,
@@ -184,17 +167,9 @@ class Engine:
                 ``run_code`` nodes while code steps are off (``run_code_disabled``), or a
                 ``run_workflow`` node names a missing or draft workflow or version.
         """
-        parsed = _parse(config)
-        if self.settings.run_code == "off" and isinstance(parsed, StructuredConfig):
-            refuse_code_steps(parsed.nodes)
-        if isinstance(parsed, StructuredConfig):
-            await refuse_unknown_children(self.db.pool, workspace_id, parsed)
-        document = config_document(parsed)
-        return await workflows.publish(
-            self.db.pool, workspace_id, name=parsed.name, kind=parsed.kind, document=document,
-            digest=content_hash(document), draft=draft, enabled=enabled,
-            scheduled=parsed.schedule is not None, refs=references_of(parsed),
-        )  # fmt: skip
+        return await publishing.publish(
+            self.db, self.settings, config, draft=draft, enabled=enabled, workspace_id=workspace_id
+        )
 
     def sealing_keys(self) -> tuple[bytes, tuple[bytes, ...]]:
         """The key secrets are sealed with now, and those they may still be sealed with.
@@ -379,17 +354,7 @@ class Engine:
             ConflictError: ``run_already_ended``.
         """
         run = await self.get_run(run_id, workspace_id=workspace_id)
-        tell = self.settings.lifecycle_events and await self._listeners.tells(workspace_id, RUN_CANCELED)
-        updated = await runs.cancel(self.db.pool, workspace_id, run.id, reason, tell=tell)
-        if updated is None:
-            raise ConflictError("run_already_ended", f"run {run.id} has already ended ({run.status})")
-        if updated.status == "canceled":
-            metrics.RUNS_TERMINAL.labels("canceled").inc()
-            if tracing.enabled():  # no worker holds it: the run's span is emitted here
-                tracing.end_run(
-                    updated, "canceled", workflow=await self._configs.for_run(updated), reason=reason
-                )
-        return updated
+        return await self._control.cancel(run, reason)
 
     async def retry_run(self, run_id: UUID | str, *, workspace_id: UUID = DEFAULT_WORKSPACE) -> RunRecord:
         """Retry a failed run from its failed step.
@@ -398,17 +363,7 @@ class Engine:
             ConflictError: ``run_not_failed``, or ``run_already_active`` for its key.
         """
         run = await self.get_run(run_id, workspace_id=workspace_id)
-        try:
-            updated = await runs.retry(self.db.pool, workspace_id, run.id)
-        except asyncpg.UniqueViolationError:
-            raise ConflictError(
-                "run_already_active", "another run now holds this run's enrollment key"
-            ) from None
-        if updated is None:
-            raise ConflictError(
-                "run_not_failed", f"only failed runs can be retried; this one is {run.status}"
-            )
-        return updated
+        return await self._control.retry(run)
 
     async def rerun(
         self,
@@ -471,45 +426,6 @@ class Engine:
             if await reads.count_active(self.db.pool) == 0:
                 worker.stop()
         await task
-
-
-async def _reach(url: str, settings: Settings, migrate_schema: bool, wait: float) -> Database:
-    """Migrate and open the pool, trying again for up to ``wait`` seconds while the database
-    is unavailable (``store.database.unavailable``); other errors at once."""
-    deadline = time.monotonic() + wait
-    pause = 0.2
-    while True:
-        try:
-            if migrate_schema:
-                await upgrade_schema(url)
-            return await Database.connect(url, settings)
-        except UNAVAILABLE_ERRORS as exc:
-            if not unavailable(exc) or time.monotonic() + pause > deadline:
-                raise
-            logger.warning("database unavailable (%s); trying again in %.1fs", exc, pause)
-        await asyncio.sleep(pause)
-        pause = min(pause * 2, 2.0)
-
-
-async def upgrade_schema(url: str) -> list[migrate.Migration]:
-    """Apply pending migrations on the database at ``url``."""
-    conn = await asyncpg.connect(url)
-    try:
-        return await migrate.upgrade(conn)
-    finally:
-        await conn.close()
-
-
-def _parse(
-    config: dict[str, Any] | str | Path | AgentConfig | StructuredConfig,
-) -> AgentConfig | StructuredConfig:
-    if isinstance(config, AgentConfig | StructuredConfig):
-        return config
-    if isinstance(config, Path):
-        return parse_config_text(config.read_text(), str(config))
-    if isinstance(config, str):
-        return parse_config_text(config)
-    return validate_config(config)
 
 
 def _uuid(value: UUID | str, code: str) -> UUID:

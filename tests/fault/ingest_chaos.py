@@ -22,7 +22,8 @@ from uuid import UUID
 
 import asyncpg
 
-from agentflow.engine import Engine, upgrade_schema
+from agentflow.connecting import upgrade_schema
+from agentflow.engine import Engine
 from agentflow.settings import Settings
 from tests.fault.checks import all_settled, reconcile_ingest
 from tests.support.pg_cluster import PostgresCluster

@@ -37,7 +37,8 @@ import httpx
 import pytest
 
 from agentflow.api.app import create_app
-from agentflow.engine import Engine, upgrade_schema
+from agentflow.connecting import upgrade_schema
+from agentflow.engine import Engine
 from agentflow.settings import Settings
 from agentflow.store import requests as store_requests
 from tests.fault.checks import print_verdict

@@ -20,8 +20,9 @@ from starlette.types import Receive, Scope, Send
 import tests.support.tools  # noqa: F401  (registers the tools)
 from agentflow.api.app import create_app
 from agentflow.api.guards import CatchAll
+from agentflow.connecting import upgrade_schema
 from agentflow.core.events import Event
-from agentflow.engine import Engine, upgrade_schema
+from agentflow.engine import Engine
 from agentflow.runtime.metrics import REGISTRY
 from agentflow.store import events, runs
 from agentflow.store.database import WAKE_CHANNEL, Connection

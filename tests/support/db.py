@@ -22,7 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from agentflow.engine import upgrade_schema
+from agentflow.connecting import upgrade_schema
 from agentflow.store.embedded import EmbeddedServer
 from tests.support.db_reset import Baseline, put_back, take_baseline
 

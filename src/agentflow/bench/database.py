@@ -21,7 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from agentflow.engine import upgrade_schema
+from agentflow.connecting import upgrade_schema
 from agentflow.store.embedded import EmbeddedServer
 
 

@@ -7,7 +7,7 @@ import asyncio
 import typer
 
 from agentflow.cli.common import console, run_async, settings_with
-from agentflow.engine import upgrade_schema
+from agentflow.connecting import upgrade_schema
 from agentflow.store.embedded import EmbeddedServer
 
 app = typer.Typer(help="Database schema.", no_args_is_help=True)

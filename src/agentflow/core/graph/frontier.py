@@ -18,115 +18,18 @@ with nothing left), so linear runs keep their state and their cost.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from agentflow.core.graph.model import Graph, Link
-
-FIRED = "fired"
-SKIPPED = "skipped"
-
-
-@dataclass(frozen=True)
-class Activation:
-    """One execution of one node.
-
-    Attributes:
-        node: the node's id.
-        via: the predecessors whose links made it ready (one; for a join, every one that fired).
-        supplied: its ``input`` was given when the run started there (``start_from``).
-        input: that input.
-        seq: its step number, once a worker started it beside others (see ``number``);
-            None: it takes the next free number when it starts.
-        failures: its failed attempts so far, when it retries on its own (beside others).
-        asked: the step that asked a person, when it runs again to read the answer (a
-            ``user_input`` node; see ``park``).
-    """
-
-    node: str
-    via: tuple[str, ...] = ()
-    supplied: bool = False
-    input: Any = None
-    seq: int | None = None
-    failures: int = 0
-    asked: int | None = None
-
-
-@dataclass(frozen=True)
-class Timer:
-    """A port that fires later (a ``wait`` node's).
-
-    Attributes:
-        source / port: whose links fire when it is due.
-        secs: seconds from the checkpoint that writes it (it then becomes ``at``).
-        at: when it is due, database time (ISO 8601).
-        on_event: also due when something new arrives in the run's inbox.
-        retry: an activation that failed beside others and runs again when this is due
-            (then ``source`` is its node and ``port`` is empty).
-    """
-
-    source: str
-    port: str
-    secs: float | None = None
-    at: str | None = None
-    on_event: bool = False
-    retry: Activation | None = None
-
-    def due_by(self, now: datetime | None) -> bool:
-        """Whether it is due at database time ``now`` (never when ``at`` is not known yet)."""
-        return now is not None and self.at is not None and datetime.fromisoformat(self.at) <= now
-
-
-@dataclass(frozen=True)
-class Loop:
-    """A ``for_each`` whose items run as child runs.
-
-    Attributes:
-        node: the loop's node.
-        seq: the parent's step that started it (its children carry it as ``parent_step``).
-        total: items in the loop.
-        released: items let run so far (at most ``concurrency`` unfinished at once).
-        via: the activation's ``via`` (to run the loop again when a failed run is retried).
-        ended: items that had ended when the run last counted them.
-        quiet: counts in a row that found no item newly ended (the run polls less often).
-    """
-
-    node: str
-    seq: int
-    total: int
-    released: int
-    via: tuple[str, ...] = ()
-    ended: int = 0
-    quiet: int = 0
-
-
-@dataclass(frozen=True)
-class Frontier:
-    """What a graph run has left to do.
-
-    Attributes:
-        ready: activations to execute, in order.
-        timers: ports that fire later.
-        arrivals: for each node with several incoming links that some but not all have
-            reached: ``{"<source>/<port>": "fired" | "skipped"}``, and ``"done"`` once a join
-            that fires early (``first``) has fired.
-        skipped: nodes skipped because every link into them was skipped.
-        last: the node whose output a run that ends without a ``finish`` completes with.
-        loops: loops whose items are running.
-    """
-
-    ready: tuple[Activation, ...] = ()
-    timers: tuple[Timer, ...] = ()
-    arrivals: dict[str, dict[str, str]] = field(default_factory=dict)
-    skipped: tuple[str, ...] = ()
-    last: str | None = None
-    loops: tuple[Loop, ...] = ()
-
-    @property
-    def empty(self) -> bool:
-        """Nothing is ready, asleep or looping: the run is over."""
-        return not self.ready and not self.timers and not self.loops
+from agentflow.core.graph.activations import FIRED as FIRED
+from agentflow.core.graph.activations import SKIPPED as SKIPPED
+from agentflow.core.graph.activations import Activation as Activation
+from agentflow.core.graph.activations import Frontier as Frontier
+from agentflow.core.graph.activations import Loop as Loop
+from agentflow.core.graph.activations import Timer as Timer
+from agentflow.core.graph.link_moves import Moves
+from agentflow.core.graph.model import Graph
 
 
 def start(graph: Graph, entry: str) -> Frontier:
@@ -140,7 +43,7 @@ def start_at(graph: Graph, node: str, given: Any) -> Frontier:
     their links into nodes it can reach count as skipped: a join there waits only for the
     branches that can still come."""
     reach = set(graph.reachable(node))
-    moved = _Moves.of(graph, Frontier(ready=(Activation(node, (), True, given),)))
+    moved = Moves.of(graph, Frontier(ready=(Activation(node, (), True, given),)))
     for source in graph.nodes:
         if source in reach:
             continue
@@ -277,7 +180,7 @@ def finish_activation(
     """
     ready = list(frontier.ready)
     ready.remove(done)
-    moved = _Moves.of(graph, frontier, ready=ready)
+    moved = Moves.of(graph, frontier, ready=ready)
     moved.leave(done.node, port, fire=later is None)
     if later is not None:
         moved.timers.append(later)
@@ -303,7 +206,7 @@ def count_items(frontier: Frontier, loop: Loop, ended: int, more: int = 0) -> Fr
 
 def end_loop(graph: Graph, frontier: Frontier, loop: Loop, port: str) -> Frontier:
     """The frontier after ``loop`` ended by ``port`` (``done``, or ``error`` when it failed)."""
-    moved = _Moves.of(graph, replace(frontier, loops=tuple(o for o in frontier.loops if o != loop)))
+    moved = Moves.of(graph, replace(frontier, loops=tuple(o for o in frontier.loops if o != loop)))
     moved.leave(loop.node, port, fire=True)
     return moved.frontier(last=loop.node)
 
@@ -314,7 +217,7 @@ def release(graph: Graph, frontier: Frontier, now: datetime | None, *, inbox_new
     due = [t for t in frontier.timers if t.due_by(now) or (inbox_news and t.on_event)]
     if not due:
         return frontier
-    moved = _Moves.of(graph, frontier, timers=[t for t in frontier.timers if t not in due])
+    moved = Moves.of(graph, frontier, timers=[t for t in frontier.timers if t not in due])
     # In the order they fell due: a later look finds the same ones first and more after,
     # so what they make ready takes the same step numbers whenever a worker looks.
     last = frontier.last
@@ -366,85 +269,3 @@ def earliest(frontier: Frontier) -> tuple[float | None, str | None]:
     fresh = [t.secs for t in frontier.timers if t.at is None and t.secs is not None]
     stamped = sorted(t.at for t in frontier.timers if t.at is not None)
     return (min(fresh) if fresh else None), (stamped[0] if stamped else None)
-
-
-@dataclass
-class _Moves:
-    """The frontier being changed by one activation's end (mutable while it is worked out)."""
-
-    graph: Graph
-    ready: list[Activation]
-    timers: list[Timer]
-    arrivals: dict[str, dict[str, str]]
-    skipped: list[str]
-    loops: tuple[Loop, ...] = ()
-
-    @classmethod
-    def of(
-        cls,
-        graph: Graph,
-        frontier: Frontier,
-        *,
-        ready: list[Activation] | None = None,
-        timers: list[Timer] | None = None,
-    ) -> _Moves:
-        """A working copy of ``frontier`` (with ``ready`` or ``timers`` replaced)."""
-        return cls(
-            graph,
-            list(frontier.ready) if ready is None else ready,
-            list(frontier.timers) if timers is None else timers,
-            {node: dict(seen) for node, seen in frontier.arrivals.items()},
-            list(frontier.skipped),
-            frontier.loops,
-        )
-
-    def frontier(self, last: str | None) -> Frontier:
-        return Frontier(
-            tuple(self.ready), tuple(self.timers), self.arrivals, tuple(self.skipped), last, self.loops
-        )
-
-    def leave(self, node: str, port: str | None, *, fire: bool) -> None:
-        """``node`` ended by ``port``: its links fire (if ``fire``; a wait fires them later)
-        and those of its other ports are skipped; a loop's body links are neither."""
-        body = self.graph.nodes[node].body_ports
-        for link in self.graph.outgoing(node):
-            if link.port == port:
-                if fire:
-                    self.resolve(link, fired=True)
-            elif link.port not in body:
-                self.resolve(link, fired=False)
-
-    def resolve(self, link: Link, *, fired: bool) -> None:
-        target = self.graph.nodes[link.target]
-        incoming = self.graph.incoming(link.target)
-        if len(incoming) == 1:
-            if fired:
-                self.ready.append(Activation(link.target, (link.source,)))
-            else:
-                self.skip(link.target)
-            return
-        seen = self.arrivals.setdefault(link.target, {})
-        seen[f"{link.source}/{link.port}"] = FIRED if fired else SKIPPED
-        if fired and not target.joins:
-            self.ready.append(Activation(link.target, (link.source,)))
-        fired_from = [key.split("/", 1)[0] for key, how in seen.items() if how == FIRED]
-        resolved = len([key for key in seen if key != "done"]) >= len(incoming)
-        if (
-            target.joins
-            and "done" not in seen
-            and fired_from
-            and target.join_ready(len(fired_from), resolved)
-        ):
-            self.ready.append(Activation(link.target, tuple(fired_from)))
-            seen["done"] = FIRED
-        if resolved:
-            del self.arrivals[link.target]
-            if not fired_from:
-                self.skip(link.target)
-
-    def skip(self, node: str) -> None:
-        self.skipped.append(node)
-        body = self.graph.nodes[node].body_ports
-        for link in self.graph.outgoing(node):
-            if link.port not in body:
-                self.resolve(link, fired=False)
