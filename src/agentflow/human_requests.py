@@ -8,7 +8,6 @@ resumes the run exactly once; a later one gets 409 naming who answered first.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 from uuid import UUID
@@ -18,7 +17,7 @@ from agentflow.core.ids import DEFAULT_WORKSPACE
 from agentflow.core.link_tokens import REPLY_VIA, read_holder, token_hash
 from agentflow.core.request_answers import checked_answer, edited_call, response_invalid
 from agentflow.store import audit_log, requests
-from agentflow.store.database import UNAVAILABLE_ERRORS, Database
+from agentflow.store.database import Database
 
 STATUSES = ("pending", "approved", "rejected", "answered", "expired")
 VIA = ("in_app", "email", "slack", "webhook", "api", "callback", "event")
@@ -201,8 +200,7 @@ class HumanRequests:
             status = exc.status_code
             raise
         finally:
-            with contextlib.suppress(*UNAVAILABLE_ERRORS):  # the entry stays begun: outcome unknown
-                await audit_log.finish(self._db.pool, workspace_id, entry, status=status, noted={})
+            await audit_log.finish(self._db.pool, workspace_id, entry, status=status, noted={})
 
     @staticmethod
     def _check_open(request: dict[str, Any]) -> None:

@@ -16,8 +16,10 @@ import pytest
 from agentflow.api.app import create_app
 from agentflow.api.route_table import api_routes
 from agentflow.core.audit import ACTIONS, DATA_PLANE, is_decided
+from agentflow.core.ids import DEFAULT_WORKSPACE
 from agentflow.engine import Engine
 from agentflow.runtime.scheduler import Scheduler
+from agentflow.store import audit_log
 from tests.support.processes import worker_env
 from tests.support.serve_process import ServeProcess
 
@@ -205,3 +207,20 @@ async def test_an_entry_begun_survives_a_server_killed_mid_request(
     assert after is not None and after["status"] is None and after["finished_at"] is None, (
         "the outcome is unknown, and the entry says so"
     )
+
+
+async def test_finishing_an_entry_while_the_database_is_down_logs_and_loses_the_answer_nothing(
+    engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    entry = await audit_log.begin(
+        engine.db.pool, DEFAULT_WORKSPACE, actor="a", actor_name=None, role="admin", action="workflow.publish", method="POST", route="/x", target={},
+    )  # fmt: skip
+    # Nothing listens on port 9 of this host: every statement is refused, as when PostgreSQL is down.
+    down = await asyncpg.create_pool("postgresql://nobody@127.0.0.1:9/none", min_size=0)
+    try:
+        await audit_log.finish(down, DEFAULT_WORKSPACE, entry, status=201, noted={})  # no exception
+    finally:
+        await down.close()
+    assert "could not record the status of entry" in caplog.text
+    row = await engine.db.pool.fetchrow("SELECT status, finished_at FROM audit_log WHERE id = $1", entry)
+    assert row["status"] is None and row["finished_at"] is None  # begun, outcome unknown

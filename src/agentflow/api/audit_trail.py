@@ -5,7 +5,6 @@ Handlers name what a path does not (``note``: the workflow a publish created).""
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 from uuid import UUID
 
@@ -14,9 +13,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentflow.core.audit import action_for
 from agentflow.store import audit_log
-from agentflow.store.database import UNAVAILABLE_ERRORS
-
-logger = logging.getLogger(__name__)
 
 _ENTRY = "audit_entry"
 _NOTED = "audit_noted"
@@ -88,9 +84,6 @@ async def _finish(scope: Scope, status: int) -> None:
     if begun is None:
         return
     workspace_id, entry = begun
-    try:
-        await audit_log.finish(
-            scope["app"].state.engine.db.pool, workspace_id, entry, status=status, noted=state.get(_NOTED, {})
-        )
-    except UNAVAILABLE_ERRORS as exc:  # the entry stays begun: its outcome is unknown, not lost
-        logger.warning("audit: could not record the status of entry %s: %r", entry, exc)
+    await audit_log.finish(
+        scope["app"].state.engine.db.pool, workspace_id, entry, status=status, noted=state.get(_NOTED, {})
+    )

@@ -9,7 +9,6 @@ REST answer; starts are data plane, recorded on the run (``core.audit``).
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from uuid import UUID
 
@@ -20,9 +19,6 @@ from starlette.requests import Request
 from agentflow.core.errors import AgentflowError, ForbiddenError
 from agentflow.core.roles import Role, allows
 from agentflow.store import audit_log
-from agentflow.store.database import UNAVAILABLE_ERRORS
-
-logger = logging.getLogger(__name__)
 
 CALLER_SCOPE_KEY = "agentflow.mcp_caller"
 """Where the ASGI scope carries the request's ``Caller`` to the tool handlers."""
@@ -90,7 +86,4 @@ async def finish_answer(pool: asyncpg.Pool, caller: Caller, entry: int, error: E
         status = error.status_code
     else:  # arguments that do not fit the tool's schema are the REST route's 422
         status = 422 if isinstance(error, ValidationError) else 500
-    try:
-        await audit_log.finish(pool, caller.workspace_id, entry, status=status, noted={})
-    except UNAVAILABLE_ERRORS as exc:  # the entry stays begun: its outcome is unknown, not lost
-        logger.warning("audit: could not record the status of entry %s: %r", entry, exc)
+    await audit_log.finish(pool, caller.workspace_id, entry, status=status, noted={})

@@ -7,11 +7,16 @@ a server that dies between the two leaves an entry without a status ("outcome un
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 import asyncpg
+
+from agentflow.store.database import UNAVAILABLE_ERRORS
+
+logger = logging.getLogger(__name__)
 
 _COLUMNS = "id, at, actor, actor_name, role, action, method, route, target, status, finished_at"
 
@@ -40,12 +45,19 @@ async def begin(
 async def finish(
     pool: asyncpg.Pool, workspace_id: UUID, entry: int, *, status: int, noted: dict[str, Any]
 ) -> None:
-    """Record the answer's status, and what the handler noted about its target."""
-    await pool.execute(
-        "UPDATE audit_log SET status = $3, finished_at = now(), target = target || $4"
-        " WHERE workspace_id = $1 AND id = $2",
-        workspace_id, entry, status, noted,
-    )  # fmt: skip
+    """Record the answer's status, and what the handler noted about its target.
+
+    While the database is unavailable the entry stays begun (its outcome unknown, not lost):
+    a warning is logged and the answer goes out all the same.
+    """
+    try:
+        await pool.execute(
+            "UPDATE audit_log SET status = $3, finished_at = now(), target = target || $4"
+            " WHERE workspace_id = $1 AND id = $2",
+            workspace_id, entry, status, noted,
+        )  # fmt: skip
+    except UNAVAILABLE_ERRORS as exc:
+        logger.warning("audit: could not record the status of entry %s: %r", entry, exc)
 
 
 async def list_entries(
