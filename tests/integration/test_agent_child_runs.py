@@ -163,6 +163,38 @@ async def test_a_waiting_agent_holds_no_worker_and_its_cancel_cancels_the_child(
     assert ended.status == "canceled"
 
 
+async def test_an_agent_waiting_past_its_wall_time_is_suspended_and_a_resume_waits_on(engine: Engine) -> None:
+    sleeping = {"id": "nap", "type": "wait", "duration": "1h", "next": "done"}
+    await engine.publish_workflow(billing(sleeping))
+    config = support()
+    config["nodes"][0]["budget"] = {"max_wall_time": "4s"}
+    await engine.publish_workflow(config)
+    model, seen = model_calling(calls(("ask_billing", {"order_id": "8"})))
+    async with running_worker(engine, model=model):
+        run = await engine.start_run("support", {})
+        agent = None
+        while agent is None:
+            agent = await agent_run_of(engine, run.id)
+        waiting = await until(engine, agent, lambda r: r.status_reason == "awaiting_child")
+        # It looks again when its budget runs out, not at the two-minute backstop.
+        due_in = await engine.db.pool.fetchval(
+            "SELECT extract(epoch FROM due_at - now()) FROM runs WHERE id = $1", agent
+        )
+        assert due_in is not None and due_in <= 4.5, due_in
+        suspended = await until(engine, agent, lambda r: r.status == "suspended", timeout=30)
+        assert suspended.status_reason == "budget_wall_seconds", suspended.status_reason
+        child = await engine.db.pool.fetchrow("SELECT id, status FROM runs WHERE parent_run_id = $1", agent)
+        assert child["status"] == "waiting", "the child is not the budget's to stop"
+        await engine.governance.resume(agent, {"wall_seconds": 3600})
+        again = await until(
+            engine, agent, lambda r: r.status == "waiting" and r.updated_at > suspended.updated_at
+        )
+    assert again.status_reason == "awaiting_child"
+    last = (await engine.list_steps(agent))[-1]
+    assert (last.kind, last.output) == ("agent.child", {"run_id": str(child["id"]), "status": "running"})
+    assert waiting.status == "waiting" and len(seen) == 1, "no decision was made while the child ran"
+
+
 async def test_an_agent_delegates_to_an_employee_and_reads_its_validated_answer(engine: Engine) -> None:
     await engine.publish_workflow(
         {"name": "analyst", "kind": "employee", "prompt": "You are Rae, the renewal analyst."}

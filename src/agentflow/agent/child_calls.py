@@ -56,6 +56,13 @@ def wait_for(state: AgentState, call: ToolCall, outcome: ToolOutcome, step_input
     )
 
 
+def look_by(waiting: AgentStep, seconds: float) -> AgentStep:
+    """``waiting`` (a step that waits for the child) looking again within ``seconds`` at the
+    latest (when the agent's wall-time budget runs out), and at least every ``POLL``."""
+    wake = min(POLL, timedelta(seconds=max(seconds, 0.0)))
+    return replace(waiting, transition=replace(waiting.transition, wake_after=wake))
+
+
 def detached(outcome: ToolOutcome) -> list[dict[str, Any]]:
     """The child a call starts without waiting for it (none when the call started none)."""
     if outcome.child is None or outcome.child_waits or outcome.refused:

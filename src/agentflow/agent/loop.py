@@ -28,6 +28,7 @@ from agentflow.agent.outcome import AgentStep
 from agentflow.core import planner
 from agentflow.core.agent_context import DECIDE_KIND, TOOL_KIND
 from agentflow.core.agent_state import (
+    WALL_TIME_BREACH,
     AgentState,
     Breach,
     check_budget,
@@ -195,8 +196,8 @@ async def _act(
             ended = await child_calls.ended(config, run, state, call, env)
         except StepFailure as failure:  # the child's output does not fit the node's output_params
             ended = refusal(failure.info.code, failure.info.message)
-        if isinstance(ended, AgentStep):
-            return ended
+        if isinstance(ended, AgentStep):  # the child runs on
+            return await _wait_on(config, run, state, ended, env, elapsed)
         return _acted(state, call, ended, child_calls.step_input(call, state))
     if elapsed is None:
         elapsed = await agent_reads.elapsed_seconds(env.pool, run.workspace_id, run.id)
@@ -247,7 +248,8 @@ async def _act(
             info = ErrorInfo("tool_exception", f"{type(exc).__name__}: {exc}"[:2000])
             return _failed(config, state, attempt, info, True, TOOL_KIND, call.name, step_input, call)
     if outcome.child is not None and outcome.child_waits and not outcome.refused:
-        return child_calls.wait_for(state, call, outcome, step_input, seq)
+        waiting = child_calls.wait_for(state, call, outcome, step_input, seq)
+        return child_calls.look_by(waiting, _wall_time_left(config, state, elapsed))
     return _acted(state, call, outcome, step_input)
 
 
@@ -277,6 +279,24 @@ def _acted(state: AgentState, call: ToolCall, outcome: ToolOutcome, step_input: 
     else:
         transition = Transition(RunStatus.IN_PROGRESS, after.to_json(), "completed")
     return AgentStep(transition, TOOL_KIND, call.name, step_input, output, None, effects)
+
+
+async def _wait_on(
+    config: AgentConfig, run: RunRecord, state: AgentState, waiting: AgentStep, env: AgentEnv,
+    elapsed: float | None,
+) -> AgentStep:  # fmt: skip
+    """Wait on for the child, unless the run's wall-time budget ran out meanwhile: then it is
+    suspended (resumed with more time, it waits on); the next look comes when it would run out."""
+    if elapsed is None:
+        elapsed = await agent_reads.elapsed_seconds(env.pool, run.workspace_id, run.id)
+    breach = check_budget(config.budget, state, elapsed, before="tool")
+    if breach is not None and breach.code == WALL_TIME_BREACH:
+        return _suspend(state, breach)
+    return child_calls.look_by(waiting, _wall_time_left(config, state, elapsed))
+
+
+def _wall_time_left(config: AgentConfig, state: AgentState, elapsed: float) -> float:
+    return config.budget.max_wall_time.total_seconds() + state.allowance.get("wall_seconds", 0) - elapsed
 
 
 def _elapsed(run: RunRecord, now: datetime | None) -> float | None:

@@ -22,6 +22,8 @@ from agentflow.core.definitions import AgentConfig
 DECIDE = "decide"
 ACT = "act"
 ALLOWANCE_KEYS = ("model_calls", "tool_calls", "tokens", "usd", "wall_seconds")
+WALL_TIME_BREACH = "budget_wall_seconds"
+"""The code of a breach of ``budget.max_wall_time``."""
 
 
 @dataclass(frozen=True)
