@@ -201,10 +201,12 @@ async def begin(pool: RowFetcher, workspace_id: UUID, run_id: UUID, token: int, 
 
 
 # The rows are locked in the order of their ids, as a worker's group commit locks them
-# (store.commit_groups): the two never deadlock.
+# (store.commit_groups): the two never deadlock. The update finds them by id, not by ctid: a
+# row another transaction updated while this one waited for its lock has moved since the
+# statement's snapshot, and only its id still finds it.
 _HEARTBEAT = """
 WITH held AS (
-    SELECT r.ctid AS tid FROM runs r
+    SELECT r.workspace_id, r.id FROM runs r
     JOIN unnest($1::uuid[], $2::uuid[], $3::bigint[]) AS h(ws, id, token)
       ON r.workspace_id = h.ws AND r.id = h.id AND r.fencing_token = h.token
     WHERE r.lease_owner = $4 AND r.status = 'in_progress'
@@ -213,7 +215,7 @@ WITH held AS (
 )
 UPDATE runs r SET lease_expires_at = now() + make_interval(secs => $5),
                   due_at = now() + make_interval(secs => $5)
-FROM held WHERE r.ctid = held.tid
+FROM held WHERE r.workspace_id = held.workspace_id AND r.id = held.id
 RETURNING r.id
 """
 
