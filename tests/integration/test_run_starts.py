@@ -9,6 +9,7 @@ import pytest
 import tests.support.tools  # noqa: F401  (registers the tools)
 from agentflow.core.errors import ConfigError, ConflictError
 from agentflow.engine import Engine
+from agentflow.store.commit_groups import CommitGroup
 
 
 def flow(name: str, tool: str = "echo", **extra: Any) -> dict[str, Any]:
@@ -38,6 +39,7 @@ async def test_a_known_workflow_starts_in_one_statement(engine: Engine, monkeypa
     first = await engine.start_run("quick", {"n": 1})
     counting = Counting(engine.db.pool)
     monkeypatch.setattr(engine._starts, "_pool", counting)
+    monkeypatch.setattr(engine._starts, "_starts", CommitGroup(counting))  # type: ignore[arg-type]
     second = await engine.start_run("quick", {"n": 2})
     assert counting.statements == 1
     assert (second.workflow_id, second.workflow_version, second.input) == (first.workflow_id, 1, {"n": 2})
