@@ -55,6 +55,13 @@ def test_quick_bench_reports_every_workload_and_the_floor(tmp_path: Path, server
                 assert isinstance(metric["passed"], bool), (key, metric)
     statuses = workloads["W1"]["details"]["execution_statuses"]
     assert statuses == {"completed": workloads["W1"]["details"]["runs"]}
+    # One by one a run took about 4 (a begin, 3 checkpoints, its share of a claim); grouped, a
+    # fraction of one.
+    writes, runs = (
+        workloads["W1"]["details"]["execution_write_transactions"],
+        workloads["W1"]["details"]["runs"],
+    )
+    assert 0 < writes < 2 * runs, (writes, runs)
     _check_event_workloads(workloads)
     _check_agent_workload(workloads["A1"]["details"])
     llm = workloads["L1"]["details"]

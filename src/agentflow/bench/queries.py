@@ -86,6 +86,12 @@ class Span:
         return (self.last_completed - start).total_seconds()
 
 
+async def next_xid(pool: asyncpg.Pool) -> int:
+    """The cluster's next transaction id, without taking one: transactions that wrote since an
+    earlier reading are the difference (a read-only transaction takes none)."""
+    return int(await pool.fetchval("SELECT pg_snapshot_xmax(pg_current_snapshot())::text"))
+
+
 async def span(pool: asyncpg.Pool, workflow_id: UUID) -> Span:
     """The span of the workflow's runs."""
     row = await pool.fetchrow(

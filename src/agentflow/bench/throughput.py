@@ -34,8 +34,10 @@ async def w1(ctx: BenchContext) -> WorkloadResult:
     await queries.park(pool, executed)
     ctx.progress(f"W1: {ctx.workers} workers (concurrency {ctx.concurrency}) execute them")
     async with worker_group(ctx.url, ctx.workers, ctx.concurrency) as group:
+        xid_before = await queries.next_xid(pool)
         released = await queries.release(pool, executed)
         statuses = await queries.wait_until_ended(pool, executed, n, timeout)
+        writes = await queries.next_xid(pool) - xid_before
         group.check_alive()
         execution = await queries.span(pool, executed)
         ctx.progress(f"W1: starting {n} more runs while the workers run")
@@ -65,6 +67,8 @@ async def w1(ctx: BenchContext) -> WorkloadResult:
         "steps/s",
         floor=floor.commits_per_s,
     )
+    # Claims, begins, checkpoints and heartbeats; a group commit is one for many runs.
+    result.add("write transactions per run (execution)", writes / n, "commits")
     result.add(
         "runs/s (end to end, with starts)",
         end_to_end.completed / e2e_seconds,
@@ -80,6 +84,7 @@ async def w1(ctx: BenchContext) -> WorkloadResult:
         "workers": ctx.workers,
         "concurrency_per_worker": ctx.concurrency,
         "execution_seconds": exec_seconds,
+        "execution_write_transactions": writes,
         "first_claim_after_release_ms": (execution.first_claimed - released).total_seconds() * 1000,
         "execution_statuses": statuses,
         "end_to_end_seconds": e2e_seconds,
