@@ -318,3 +318,34 @@ async def test_a_poison_pair_is_recorded_as_an_error_instead_of_blocking_the_log
     ]
     assert got[1]["reason"] == {"error": "RuntimeError", "message": "boom"}
     assert await consumer.consume_batch() == 0, "the cursor moved past the poison event"
+
+
+async def test_a_deadlock_in_the_careful_pass_is_tried_again_not_recorded_as_an_error(
+    engine: Engine, monkeypatch: Any
+) -> None:
+    import asyncpg
+    import pytest
+
+    import agentflow.runtime.dispatcher as dispatcher_module
+
+    await engine.publish_workflow(triggered("contended", {"topics": ["t"]}))
+    await engine.events.publish([{"topic": "t", "message_id": m} for m in ("a", "b")])
+    real_admit = dispatcher_module.admit
+    deadlocks = iter([True, True, False])  # the first pass, the careful one, then through
+
+    async def admit(
+        conn: Any, version: Any, config: Any, event: Any, source: str, now: Any, *rest: Any
+    ) -> Any:
+        if event.message_id == "b" and next(deadlocks):  # as PostgreSQL breaks a lock cycle
+            raise asyncpg.DeadlockDetectedError("deadlock detected")
+        return await real_admit(conn, version, config, event, source, now, *rest)
+
+    monkeypatch.setattr(dispatcher_module, "admit", admit)
+    consumer = Dispatcher(engine.db).consumer()
+    for _ in range(2):
+        with pytest.raises(asyncpg.DeadlockDetectedError):
+            await consumer.consume_batch()
+        assert await decisions(engine) == [], "nothing of a batch that deadlocked was applied"
+    assert await consumer.consume_batch() == 2
+    got = await engine.db.pool.fetch("SELECT event_message_id, decision FROM dispatch_decisions ORDER BY id")
+    assert [(r["event_message_id"], r["decision"]) for r in got] == [("a", "started"), ("b", "started")]

@@ -36,7 +36,7 @@ from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.consumer import EventConsumer
 from agentflow.runtime.event_waits import answer_waits
 from agentflow.store import decisions, dispatch
-from agentflow.store.database import Connection, Database, unavailable
+from agentflow.store.database import TRANSACTION_CONFLICTS, Connection, Database, unavailable
 
 logger = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ class Dispatcher:
             async with conn.transaction():  # a savepoint: a failure here blocks no workflow
                 await answer_waits(conn, batch, datetime.now(UTC))
         except Exception as exc:
-            if unavailable(exc):
+            if _transient(exc):  # the consumer delivers the batch again: no wait goes unanswered
                 raise
             logger.exception("answering event waits of a batch failed")
 
@@ -188,7 +188,7 @@ class Dispatcher:
             async with conn.transaction():  # a savepoint
                 return await admit(conn, version, config, event, "event", now, deferred)
         except Exception as exc:
-            if unavailable(exc):
+            if _transient(exc):  # not the pair's fault: the consumer delivers the batch again
                 raise
             logger.exception("dispatch of %s %s failed", event.topic, event.message_id)
             return _error(exc)
@@ -198,6 +198,12 @@ class _Listener(NamedTuple):
     version: VersionRecord
     config: Config
     predicate: Predicate | None
+
+
+def _transient(exc: Exception) -> bool:
+    """An outage, or a deadlock with another writer (a worker's group commit locks several
+    runs; so does this batch): the batch is tried again, nothing is recorded as an error."""
+    return unavailable(exc) or isinstance(exc, TRANSACTION_CONFLICTS)
 
 
 def _error(exc: Exception) -> Decision:
