@@ -31,7 +31,7 @@ from agentflow.core.statuses import RunStatus
 from agentflow.core.tools import ToolRegistry, default_registry
 from agentflow.llm.base import ModelProvider
 from agentflow.nodes.threads import ToolThreads
-from agentflow.runtime import agent_step, log_context, metrics, step, tracing
+from agentflow.runtime import agent_step, log_context, metrics, releases, step, tracing
 from agentflow.runtime.agent_setup import build_agent_env, build_node_env
 from agentflow.runtime.branches import BranchDriver
 from agentflow.runtime.companions import Companion, keep_running, worker_companions
@@ -338,29 +338,10 @@ class Worker:
         return cursor
 
     async def _release_quietly(self, run: RunRecord, token: int) -> None:
-        """Hand the run back as the worker stops (an outage leaves it to lease expiry)."""
-        with contextlib.suppress(*UNAVAILABLE_ERRORS):
-            await runs.release(self.db.pool, run.workspace_id, run.id, token, self.name)
+        await releases.release_quietly(self.db.pool, run, token, self.name)
 
     async def _release_after_outage(self, run: RunRecord, token: int) -> None:
-        """Release a run whose step met a database outage, retrying while our lease may hold.
-
-        A release that waits out a short outage makes the run due at once, without costing
-        it a rescue (``max_rescues`` counts lost workers, not database restarts). After one
-        lease TTL it gives up: the claim then rescues the run. The local clock only bounds
-        the retries; the fenced release decides (a stale token or owner changes nothing).
-        """
-        deadline = time.monotonic() + self.settings.lease_ttl
-        pause = 0.1
-        while True:
-            try:
-                await runs.release(self.db.pool, run.workspace_id, run.id, token, self.name)
-                return
-            except Exception as exc:
-                if not unavailable(exc) or time.monotonic() + pause > deadline:
-                    return
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, 1.0)
+        await releases.release_after_outage(self.db.pool, run, token, self.name, self.settings.lease_ttl)
 
     async def _checkpoint(
         self, run: RunRecord, token: int, outcome: step.StepOutcome, config: AgentConfig | StructuredConfig
