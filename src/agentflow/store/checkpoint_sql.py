@@ -62,7 +62,10 @@ WITH r AS (
                            started_at, finished_at, state$STEP_USAGE_COLUMNS)
     SELECT r.workspace_id, r.id, $13::int, $14, $15, $16, $17, $18, $19, $20, $21,
            r.id::text || ':' || $13::int, $4, $3,
-           clock_timestamp() - make_interval(secs => $22), clock_timestamp(),
+           -- The transaction's time, as for the run's due_at: a checkpoint that shares its
+           -- commit with others (group commit) runs after the transaction began, and a wait
+           -- counted from now() must not end before the step's recorded finish plus the wait.
+           now() - make_interval(secs => $22), now(),
            CASE WHEN $18 = 'completed' THEN r.state_after END$STEP_USAGE_VALUES
     FROM r
 )
