@@ -30,17 +30,22 @@ async def open_database(
     Returns:
         The pool, and the embedded server this process now holds (None with a URL).
     """
-    embedded = None
-    url = settings.database_url
-    if url is None:
-        embedded = await asyncio.to_thread(EmbeddedServer, settings.data_dir)
-        url = embedded.url()
+    url, embedded = await server_url(settings)
     try:
         return await _reach(url, settings, migrate_schema, wait), embedded
     except BaseException:
         if embedded is not None:
             embedded.stop()
         raise
+
+
+async def server_url(settings: Settings) -> tuple[str, EmbeddedServer | None]:
+    """``settings.database_url``, or the URL of the embedded server, started (then also the
+    server this process now holds: ``stop()`` it when done)."""
+    if settings.database_url is not None:
+        return settings.database_url, None
+    embedded = await asyncio.to_thread(EmbeddedServer, settings.data_dir)
+    return embedded.url(), embedded
 
 
 async def _reach(url: str, settings: Settings, migrate_schema: bool, wait: float) -> Database:

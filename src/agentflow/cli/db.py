@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import typer
 
 from agentflow.cli.common import console, run_async, settings_with
-from agentflow.connecting import upgrade_schema
-from agentflow.store.embedded import EmbeddedServer
+from agentflow.connecting import server_url, upgrade_schema
 
 app = typer.Typer(help="Database schema.", no_args_is_help=True)
 
@@ -19,11 +16,7 @@ def upgrade() -> None:
     settings = settings_with()
 
     async def go() -> list[str]:
-        embedded = None
-        url = settings.database_url
-        if url is None:
-            embedded = await asyncio.to_thread(EmbeddedServer, settings.data_dir)
-            url = embedded.url()
+        url, embedded = await server_url(settings)
         try:
             return [f"{m.version:04d}_{m.name}" for m in await upgrade_schema(url)]
         finally:
