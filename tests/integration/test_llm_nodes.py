@@ -6,10 +6,13 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+import pytest
+
 from agentflow.core.chat import Message, ModelRequest
 from agentflow.engine import Engine
 from agentflow.llm.base import ModelError
 from agentflow.llm.scripted import ScriptedProvider, estimate_usage
+from agentflow.store import agent_reads
 from tests.conftest import make_settings
 from tests.support.agents import running_worker, until
 from tests.support.vendor_servers import Reply, openai_completion, vendor_server
@@ -196,6 +199,44 @@ async def test_a_spent_workspace_budget_stops_the_next_model_call(engine: Engine
     assert second.status == "failed" and second.error["code"] == "budget_workspace_tokens"
     assert "retry the run" in second.error["solution"]
     assert len(model.requests) == 1
+
+
+async def test_a_model_call_after_a_model_call_checks_the_spend_its_checkpoint_returned(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's next llm node does not read the workspace's spend again: the previous node's
+    checkpoint returned it (with this commit's tokens), and it is still enforced."""
+    reads: list[object] = []
+    real = agent_reads.workspace_spend
+
+    async def counted(pool: Any, workspace_id: Any) -> Any:
+        reads.append(workspace_id)
+        return await real(pool, workspace_id)
+
+    monkeypatch.setattr(agent_reads, "workspace_spend", counted)
+    model = ScriptedProvider(lambda request: Message("assistant", "x" * 40))
+    asks = [
+        {"id": f"ask{i}", "type": "llm", "prompt": "go on: {{ input.text | default('') }}"} for i in range(3)
+    ]
+    await engine.publish_workflow({**flow("three", *asks), "edges": [
+        {"from": "ask0", "to": "ask1"}, {"from": "ask1", "to": "ask2"}]})  # fmt: skip
+    done = await finished(engine, model, "three", {})
+    assert done.status == "completed", done.error
+    assert len(model.requests) == 3
+    assert len(reads) == 1, "only the first node reads the spend; the others use their checkpoint's"
+
+    # Enforced on the returned spend: the first node's tokens break the limit, the second stops.
+    await engine.governance.set_budget(
+        daily_usd=None, daily_tokens=done.input_tokens + done.output_tokens + 5
+    )
+    reads.clear()
+    stopped = await finished(engine, model, "three", {})
+    assert stopped.status == "failed" and stopped.error["code"] == "budget_workspace_tokens"
+    assert [(s.node_id, s.status) for s in await engine.list_steps(stopped.id)] == [
+        ("ask0", "completed"),
+        ("ask1", "failed"),
+    ]
+    assert len(reads) == 1
 
 
 async def test_llm_nodes_on_parallel_branches_each_record_their_spend(engine: Engine) -> None:

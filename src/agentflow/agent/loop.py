@@ -31,6 +31,7 @@ from agentflow.core.agent_state import (
     WALL_TIME_BREACH,
     AgentState,
     Breach,
+    WorkspaceSpend,
     check_budget,
     check_workspace_budget,
     needs_approval,
@@ -307,16 +308,19 @@ def _elapsed(run: RunRecord, now: datetime | None) -> float | None:
 
 
 async def workspace_breach(
-    pool: asyncpg.Pool, workspace_id: UUID, default_usd: float, default_tokens: int
+    pool: asyncpg.Pool,
+    workspace_id: UUID,
+    default_usd: float,
+    default_tokens: int,
+    known: WorkspaceSpend | None = None,
 ) -> Breach | None:
-    """Whether the workspace's model spend today has reached its own daily limit, else the default."""
-    spend = await agent_reads.workspace_spend(pool, workspace_id)
+    """Whether the workspace's model spend today has reached its own daily limit, else the
+    default; ``known``: the spend and limits as just returned by a checkpoint (not read again)."""
+    spend = known if known is not None else await agent_reads.workspace_spend(pool, workspace_id)
     return _over_daily(spend, default_usd, default_tokens)
 
 
-def _over_daily(
-    spend: tuple[float, int, float | None, int | None], default_usd: float, default_tokens: int
-) -> Breach | None:
+def _over_daily(spend: WorkspaceSpend, default_usd: float, default_tokens: int) -> Breach | None:
     used_usd, used_tokens, own_usd, own_tokens = spend
     limit_usd = own_usd if own_usd is not None else default_usd
     limit_tokens = own_tokens if own_tokens is not None else default_tokens

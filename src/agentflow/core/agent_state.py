@@ -186,6 +186,10 @@ def check_budget(budget: Budget, state: AgentState, elapsed_seconds: float, *, b
     return None
 
 
+WorkspaceSpend = tuple[float, int, float | None, int | None]
+"""A workspace's model spend today (USD, tokens) and its own daily limits (None: the default)."""
+
+
 def check_workspace_budget(
     used_usd: float, used_tokens: int, limit_usd: float | None, limit_tokens: int | None
 ) -> Breach | None:

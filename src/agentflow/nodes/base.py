@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from agentflow.core.agent_state import WorkspaceSpend
 from agentflow.core.chat import Spend
 from agentflow.core.errors import StepFailure
 from agentflow.core.inbox import EMPTY, Inbox
@@ -55,6 +56,8 @@ class NodeEnv:
             written; a role fails with ``role_has_no_people``).
         reply_to: where replies to requests' emails go (``AGENTFLOW_REPLY_TO``; None: no
             reply address).
+        spend: the workspace's model spend today and its limits as the run's checkpoint just
+            before this step returned them (None: unknown; a model call reads them).
     """
 
     tools: ToolRegistry
@@ -74,6 +77,7 @@ class NodeEnv:
     public_url: str = "http://127.0.0.1:8000"
     people: PeopleAccess | None = None
     reply_to: str | None = None
+    spend: WorkspaceSpend | None = None
 
     async def render(self, value: Any, node: str, field: str) -> Any:
         """``value`` with its templates rendered in the template context, off the event loop

@@ -61,7 +61,8 @@ class LlmRunner(BaseRunner):
             "messages": [{"role": m.role, "content": m.content} for m in messages],
         }
         for asked in range(node.output_retries + 1):
-            breach = await access.over_budget(ctx.workspace_id)
+            # The first call checks the spend the previous checkpoint returned, when it did.
+            breach = await access.over_budget(ctx.workspace_id, env.spend if asked == 0 else None)
             if breach is not None:
                 raise StepFailure(
                     breach.code, breach.message, retryable=False, details=dict(breach.details),

@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from uuid import UUID
 
+from agentflow.core.agent_state import WorkspaceSpend
 from agentflow.core.errors import ErrorInfo
 from agentflow.core.pricing import PriceTable
 from agentflow.llm.base import ModelProvider
@@ -15,8 +16,9 @@ ModelResolver = Callable[[str | None], tuple[ModelProvider, str]]
 """Turns a ``model`` (``provider:model`` or None for the default) into a provider and the
 vendor's model name; never raises (a model that cannot be built answers with its error)."""
 
-BudgetCheck = Callable[[UUID], Awaitable[ErrorInfo | None]]
-"""Whether a workspace has used up today's model budget: the reason, else None."""
+BudgetCheck = Callable[[UUID, WorkspaceSpend | None], Awaitable[ErrorInfo | None]]
+"""Whether a workspace has used up today's model budget: the reason, else None. The second
+argument: the spend and limits as a checkpoint just returned them (None: read them)."""
 
 SinkFactory = Callable[[UUID, UUID, int, int], DeltaWriter]
 """Makes the sink a streaming step writes its model's text to: (workspace, run, step, attempt)."""

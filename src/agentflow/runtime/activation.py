@@ -122,6 +122,7 @@ async def _run_activation(
         reply_to=tools_env.reply_to,
         inbox=cursor.inbox,
         asked=activation.asked,
+        spend=cursor.fresh_spend(),
         template_context={
             "payload": with_nested_keys(run.input),
             "input": planner.node_input(config, activation, run.input, cursor.outputs),

@@ -11,6 +11,7 @@ from uuid import UUID
 from agentflow.agent import script
 from agentflow.agent.env import AgentEnv
 from agentflow.agent.loop import workspace_breach
+from agentflow.core.agent_state import WorkspaceSpend
 from agentflow.core.errors import ErrorInfo
 from agentflow.core.tools import ToolRegistry
 from agentflow.integrations.guarded_http import guarded_client
@@ -92,9 +93,9 @@ def build_agent_env(
 def node_models(env: AgentEnv) -> ModelAccess:
     """The models of ``env`` for model nodes: the same providers, prices and daily budget."""
 
-    async def over_budget(workspace_id: UUID) -> ErrorInfo | None:
+    async def over_budget(workspace_id: UUID, known: WorkspaceSpend | None) -> ErrorInfo | None:
         breach = await workspace_breach(
-            env.pool, workspace_id, env.workspace_daily_usd, env.workspace_daily_tokens
+            env.pool, workspace_id, env.workspace_daily_usd, env.workspace_daily_tokens, known
         )
         return (
             None

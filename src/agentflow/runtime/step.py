@@ -7,11 +7,13 @@ Nothing here writes to the database: the worker checkpoints what this returns.
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from agentflow.core import loops, planner
+from agentflow.core.agent_state import WorkspaceSpend
 from agentflow.core.definitions import StructuredConfig
 from agentflow.core.errors import ErrorInfo, StepFailure
 from agentflow.core.graph.looping import ForEachNode, LoopProgress
@@ -26,6 +28,10 @@ from agentflow.runtime.activation import run_activation as run_activation
 from agentflow.store.checkpoints import NO_EFFECTS, Checkpointed, Effects, ModelUsage, RunWrite, StepWrite
 
 _rand = random.Random()
+
+SPEND_FRESH_SECS = 1.0
+"""How long after a checkpoint its returned spend stands for a read (steps of a held run
+follow their checkpoint at once; a retry's delay or a long branch may not)."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,9 @@ class Cursor:
             by it, never by the worker's clock).
         loops: how far each running loop's items are (by the loop's step), as the worker
             counted them before this step.
+        spend: the workspace's model spend today and its limits as the run's last checkpoint
+            returned them (it recorded a model call), with the worker's monotonic time then;
+            None otherwise.
     """
 
     state: dict[str, Any]
@@ -63,6 +72,15 @@ class Cursor:
     inbox: Inbox = EMPTY
     now: datetime | None = None
     loops: dict[int, LoopProgress] = field(default_factory=dict)
+    spend: tuple[WorkspaceSpend, float] | None = None
+
+    def fresh_spend(self) -> WorkspaceSpend | None:
+        """The spend of ``spend`` while it is at most ``SPEND_FRESH_SECS`` old: a model call
+        that follows at once checks its budget on it instead of reading it again (as fresh
+        as a read would be), a later one reads."""
+        if self.spend is None or time.monotonic() - self.spend[1] > SPEND_FRESH_SECS:
+            return None
+        return self.spend[0]
 
     @classmethod
     def of(cls, run: RunRecord, outputs: dict[str, Any], inbox: Inbox = EMPTY) -> Cursor:
@@ -80,12 +98,14 @@ class Cursor:
             if done.timers is not None:  # the checkpoint stamped new timers with its clock
                 state = {**state, "timers": done.timers}
         counter = outcome.run.next_counter
+        spend = None if done is None or done.spend is None else (done.spend, time.monotonic())
         if not t.advances:
             held = self.step_seq if counter is None else counter
-            return Cursor(state, held, self.attempt + 1, self.outputs, inbox, now)
+            return Cursor(state, held, self.attempt + 1, self.outputs, inbox, now, spend=spend)
         if outcome.step.node_id is not None:
             self.outputs[outcome.step.node_id] = outcome.step.output
-        return Cursor(state, self.step_seq + 1 if counter is None else counter, 0, self.outputs, inbox, now)
+        seq = self.step_seq + 1 if counter is None else counter
+        return Cursor(state, seq, 0, self.outputs, inbox, now, spend=spend)
 
 
 async def execute(

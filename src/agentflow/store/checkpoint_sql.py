@@ -186,7 +186,17 @@ WORKSPACE_USAGE = """, u AS (
         cached_input_tokens = w.cached_input_tokens + excluded.cached_input_tokens,
         usd_cost = w.usd_cost + excluded.usd_cost,
         model_calls = w.model_calls + excluded.model_calls
+    -- The day's totals with this step's: the run's next model call checks its budget on them.
+    RETURNING w.usd_cost::float8 AS usd, w.input_tokens + w.output_tokens AS tokens
 )"""
+# What the checkpoint answers with a model call's usage: the workspace's spend today (``u``)
+# and its own daily limits, as this commit leaves them.
+SPEND_RETURNED = """,
+       (SELECT usd FROM u) AS spend_usd, (SELECT tokens FROM u) AS spend_tokens,
+       (SELECT b.daily_usd::float8 FROM workspace_budgets b
+        WHERE b.workspace_id = r.workspace_id) AS daily_usd,
+       (SELECT b.daily_tokens FROM workspace_budgets b
+        WHERE b.workspace_id = r.workspace_id) AS daily_tokens"""
 # The run's totals and its per-model breakdown (seed 002 costs[]), merged by key_type.
 RUN_USAGE = """
         input_tokens = input_tokens + $IN,

@@ -17,6 +17,7 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
+from agentflow.core.agent_state import WorkspaceSpend
 from agentflow.store import checkpoint_sql as sql_parts
 from agentflow.store.commit_groups import RowFetcher
 
@@ -117,8 +118,10 @@ NO_EFFECTS = Effects()
 @dataclass(frozen=True)
 class Checkpointed:
     """A checkpoint that held: the run's new status, when due later how soon, its delivery
-    count (higher than the step saw: something arrived meanwhile), the database's time, and
-    a graph run's timers as stamped."""
+    count (higher than the step saw: something arrived meanwhile), the database's time, a
+    graph run's timers as stamped, and, when the step called a model, the workspace's spend
+    today as the checkpoint left it (the run's next model call checks its budget on it
+    instead of reading it again)."""
 
     status: str
     due_in: float | None
@@ -126,6 +129,7 @@ class Checkpointed:
     inbox_seq: int = 0
     db_now: datetime | None = None
     timers: list[dict[str, Any]] | None = None
+    spend: WorkspaceSpend | None = None
 
 
 _PARTS: tuple[tuple[str, str, str], ...] = (
@@ -153,7 +157,7 @@ def _statement(parts: frozenset[str] = frozenset(), usage: bool = False) -> str:
     """The checkpoint with only the ``parts`` this step needs (the common step needs none)
     and, with ``usage``, a model call's tokens and cost."""
     sql, number = sql_parts.CHECKPOINT, _FIXED_PARAMETERS + 1
-    added = ""
+    added, returned = "", _RETURNED
     for name, fragment, marker in _PARTS:
         if name in parts:
             added += fragment.replace(marker, f"${number}")
@@ -175,11 +179,12 @@ def _statement(parts: frozenset[str] = frozenset(), usage: bool = False) -> str:
         )
         sql = sql.replace("$STEP_USAGE_VALUES", step_values)
         added += workspace_usage
+        returned = _RETURNED.replace(" FROM r", sql_parts.SPEND_RETURNED + "\nFROM r")
     else:
         sql = sql.replace("$USAGE", "").replace("$STEP_USAGE_COLUMNS", "").replace("$STEP_USAGE_VALUES", "")
     if "cancel" in parts:  # the items of nested loops are found recursively
         sql = sql.replace("WITH r AS (", "WITH RECURSIVE r AS (", 1)
-    return sql.rstrip() + added + _RETURNED
+    return sql.rstrip() + added + returned
 
 
 async def checkpoint(
@@ -229,6 +234,10 @@ async def checkpoint(
     row = await pool.fetchrow(_statement(parts, usage is not None), *args)
     if row is None:
         return None
+    spend: WorkspaceSpend | None = None
+    if usage is not None:
+        spend = (row["spend_usd"], row["spend_tokens"], row["daily_usd"], row["daily_tokens"])
     return Checkpointed(
-        row["status"], row["due_in"], row["cancel_requested"], row["inbox_seq"], row["db_now"], row["timers"]
-    )
+        row["status"], row["due_in"], row["cancel_requested"], row["inbox_seq"], row["db_now"], row["timers"],
+        spend,
+    )  # fmt: skip
