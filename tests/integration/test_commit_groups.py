@@ -1,8 +1,9 @@
 """Group commit: statements of several runs share a transaction, and each still stands alone.
 
 Against the engine's real pool: many callers at once are answered from fewer transactions than
-statements, each with its own row (or none when its own fence fails); a failing statement fails
-only its caller; a connection lost mid-group fails every caller and commits nothing.
+statements (one per distinct statement), each with its own row (or none when its own fence
+fails); a failing statement fails only its caller; a connection lost mid-group fails every
+caller of that transaction and commits none of it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,13 @@ BUMP = (
     "UPDATE grouped SET v = v + 1 WHERE tag = $1 AND id = $2 AND 1 / $3::int > 0"
     " RETURNING id, v, txid_current() AS tx"
 )
-DIE = "SELECT $2::uuid AS id, pg_terminate_backend(pg_backend_pid()) AS gone WHERE $1::text IS NOT NULL"
+# As BUMP, but with $3 = 0 the statement kills its own connection (PostgreSQL evaluates the
+# OR's arms in order: the others never reach it).
+BUMP_OR_DIE = (
+    "UPDATE grouped SET v = v + 1 WHERE tag = $1 AND id = $2"
+    " AND ($3::int = 1 OR pg_terminate_backend(pg_backend_pid()))"
+    " RETURNING id, v, txid_current() AS tx"
+)
 
 
 async def _table(engine: Engine, count: int) -> list[UUID]:
@@ -94,8 +101,8 @@ async def test_two_statements_of_one_run_go_in_order_in_separate_transactions(en
     assert rows[1] is not None and rows[2] is not None and rows[1]["tx"] != rows[2]["tx"]
 
 
-async def test_different_statements_share_a_group(engine: Engine) -> None:
-    ids = await _table(engine, 4)
+async def test_different_statements_of_a_group_go_at_once_each_in_one_transaction(engine: Engine) -> None:
+    ids = await _table(engine, 6)
     group = CommitGroup(engine.db.pool)
     read = "SELECT id, v, txid_current() AS tx FROM grouped WHERE tag = $1 AND id = $2"
 
@@ -104,11 +111,15 @@ async def test_different_statements_share_a_group(engine: Engine) -> None:
         group.fetchrow(read, "t", ids[1]),
         group.fetchrow(BUMP, "t", ids[2], 1),
         group.fetchrow(read, "t", ids[3]),
+        group.fetchrow(BUMP, "t", ids[4], 1),
+        group.fetchrow(read, "t", ids[5]),
     )
 
     assert [r["id"] for r in rows if r] == ids
-    assert [r["v"] for r in rows if r] == [1, 0, 1, 0]
-    assert len({r["tx"] for r in rows if r}) == 1
+    assert [r["v"] for r in rows if r] == [1, 0, 1, 0, 1, 0]
+    bumps, reads = {rows[n]["tx"] for n in (0, 2, 4)}, {rows[n]["tx"] for n in (1, 3, 5)}
+    assert len(bumps) == 1 and len(reads) == 1, "each statement's runs share one transaction"
+    assert bumps != reads
 
 
 async def test_a_caller_that_gives_up_before_its_group_leaves_its_statement_unsent(engine: Engine) -> None:
@@ -131,16 +142,13 @@ async def test_a_connection_lost_mid_group_fails_every_caller_and_commits_nothin
     group = CommitGroup(engine.db.pool)
 
     results = await asyncio.gather(
-        group.fetchrow(BUMP, "t", ids[0], 1),
-        group.fetchrow(BUMP, "t", ids[1], 1),
-        group.fetchrow(BUMP, "t", ids[2], 1),
-        group.fetchrow(DIE, "t", ids[3]),
-        group.fetchrow(BUMP, "t", ids[4], 1),
+        *(group.fetchrow(BUMP_OR_DIE, "t", i, 0 if n == 3 else 1) for n, i in enumerate(ids)),
         return_exceptions=True,
     )
 
     assert all(isinstance(r, Exception) and unavailable(r) for r in results), results
-    # The group's transaction died with its connection: none of it committed.
+    # The group's transaction died with its connection: none of it committed, not even the
+    # statements pipelined before the one that killed it.
     assert set((await _values(engine)).values()) == {0}
 
 

@@ -3,20 +3,22 @@
 A worker drives many runs at once, and each step ends in a checkpoint: one statement and one
 commit. Sent one by one, a commit each, they cost PostgreSQL a WAL flush and the worker a round
 trip per step. A ``CommitGroup`` gathers the statements that arrive while an earlier group is
-in flight and sends them as one transaction, each distinct statement pipelined over its
-arguments (``Connection.fetchmany``): one round trip and one commit for many runs.
+in flight and sends each distinct statement of the group pipelined over its runs
+(``Connection.fetchmany``): one round trip and one commit for many runs. Different statements
+of a group (a run's ``begin`` beside other runs' checkpoints) go at once, each in its own
+transaction.
 
 Nothing is acknowledged before its commit, and each run's statement keeps its own fence (its
 lease token in its own ``WHERE``): a run whose lease was lost gets no row, exactly as alone.
-When one statement of a group fails, the transaction rolls back and every statement is sent
-again on its own, so that only the failing one fails; when the database is unavailable (the
-commit may or may not have happened) every caller gets the error, as a lone statement would.
+When one statement of a transaction fails, the transaction rolls back and each of its
+statements is sent again on its own, so that only the failing one fails; when the database is
+unavailable (the commit may or may not have happened) every caller of that transaction gets
+the error, as a lone statement would.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 from uuid import UUID
@@ -112,35 +114,38 @@ class CommitGroup:
                     item.future.cancel()
 
     async def _send_group(self, group: list[_Pending]) -> None:
-        if len(group) == 1:
-            await _alone(self._pool, group[0])
+        stretches: dict[str, list[_Pending]] = {}
+        for item in group:
+            stretches.setdefault(item.query, []).append(item)
+        # Different statements are about different runs (one statement per run in a group):
+        # their transactions cannot wait on each other, so they go at once.
+        await asyncio.gather(*(self._send_stretch(items) for items in stretches.values()))
+
+    async def _send_stretch(self, items: list[_Pending]) -> None:
+        """One statement over its runs, pipelined in one transaction."""
+        if len(items) == 1:
+            await _alone(self._pool, items[0])
             return
-        if not group:
-            return
+        # Rows are locked in the order of their runs' ids, as the heartbeat locks them: two
+        # such transactions never wait on each other in a cycle.
+        items.sort(key=lambda item: item.run_id)
         try:
-            rows = await self._together(group)
+            async with self._pool.acquire() as conn:
+                # fetchmany pipelines the statement over its arguments and ends with a single
+                # Sync: PostgreSQL runs them as one implicit transaction (all or nothing, one
+                # commit) in one round trip, with no BEGIN or COMMIT round trip of its own.
+                rows = await conn.fetchmany(items[0].query, [item.args for item in items])
         except Exception as exc:
             if unavailable(exc):  # the commit may or may not have happened: as alone
-                for item in group:
+                for item in items:
                     _settle(item, exc=exc)
                 return
             # One statement failed and rolled back the others: each again alone.
-            await asyncio.gather(*(_alone(self._pool, item) for item in group))
+            await asyncio.gather(*(_alone(self._pool, item) for item in items))
             return
         by_run = {row["id"]: row for row in rows}
-        for item in group:
+        for item in items:
             _settle(item, row=by_run.get(item.run_id))
-
-    async def _together(self, group: list[_Pending]) -> list[asyncpg.Record]:
-        # Rows are locked in the order of their runs' ids, as the heartbeat locks them: two
-        # such transactions never wait on each other in a cycle. Consecutive statements of
-        # the same text are pipelined (a group of plain checkpoints is a single stretch).
-        group = sorted(group, key=lambda item: item.run_id)
-        rows: list[asyncpg.Record] = []
-        async with self._pool.acquire() as conn, conn.transaction():
-            for query, stretch in itertools.groupby(group, key=lambda item: item.query):
-                rows += await conn.fetchmany(query, [item.args for item in stretch])
-        return rows
 
 
 async def _alone(pool: asyncpg.Pool, item: _Pending) -> None:
