@@ -22,6 +22,8 @@ import asyncpg
 from tests.support.processes import Death, Supervisor
 from tests.support.recording_server import RecordingServer
 
+ENDED = frozenset({"completed", "failed", "canceled"})
+
 
 async def all_settled(pool: asyncpg.Pool, workflow_id: UUID, topic: str) -> bool:
     """Every stored event of ``topic`` decided at the workflow, and none of its runs active."""
@@ -158,6 +160,10 @@ class Orphan:
         no_claimer_db: the database clock at the last poll before the re-claim that found
             no live, ready worker (every worker dead or still starting): nothing could
             claim the run then, so its rescue is timed from no earlier than this.
+        ended_unclaimed: the run ended under the dead worker's own token: the checkpoint it
+            had sent before it died committed after the poll that found the run (PostgreSQL
+            commits a pipelined transaction whose Sync arrived, even once its client is gone:
+            a late commit, fenced like any other). Nothing was stranded, nothing to re-claim.
     """
 
     run_id: UUID
@@ -167,6 +173,12 @@ class Orphan:
     reclaimed_at: float | None = None
     reclaimed_db: datetime | None = None
     no_claimer_db: datetime | None = None
+    ended_unclaimed: bool = False
+
+    @property
+    def stranded(self) -> bool:
+        """Never re-claimed, and not ended by its dead worker's last commit either."""
+        return self.reclaimed_at is None and not self.ended_unclaimed
 
     @property
     def since_death(self) -> float | None:
@@ -233,6 +245,8 @@ class LeaseMonitor:
             if orphan.reclaimed_at is None and row is not None and row["fencing_token"] > orphan.token:
                 orphan.reclaimed_at = now
                 orphan.reclaimed_db = row["db_now"]
+            elif orphan.reclaimed_at is None and row is not None and row["status"] in ENDED:
+                orphan.ended_unclaimed = True
             elif orphan.reclaimed_at is None and row is not None and not ready:
                 orphan.no_claimer_db = row["db_now"]
         return list(rows)
@@ -244,7 +258,8 @@ class LeaseMonitor:
         claimable = [o.after_claimable for o in done if o.after_claimable is not None]
         return {
             "orphaned_runs": len(self.orphans),
-            "never_reclaimed": len(self.orphans) - len(done),
+            "never_reclaimed": sum(1 for o in self.orphans if o.stranded),
+            "ended_by_late_commit": sum(1 for o in self.orphans if o.ended_unclaimed),
             "since_death_s": _figures(since),
             "after_lease_expiry_s": _figures(after),
             "after_a_worker_could_claim_s": _figures(claimable),

@@ -171,7 +171,8 @@ async def session(
         "deaths": deaths,
         "crashes": supervisor.crashes,  # workers that exited by themselves (a broken worker)
         "orphaned_runs": len(monitor.orphans),
-        "never_reclaimed": sum(1 for o in monitor.orphans if o.reclaimed_at is None),
+        "never_reclaimed": sum(1 for o in monitor.orphans if o.stranded),
+        "ended_by_late_commit": sum(1 for o in monitor.orphans if o.ended_unclaimed),
         "reclaim_since_death_p99_s": round(since_death[int(len(since_death) * 0.99)], 3)
         if since_death
         else None,
