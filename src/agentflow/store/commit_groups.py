@@ -117,6 +117,9 @@ class CommitGroup:
         stretches: dict[str, list[_Pending]] = {}
         for item in group:
             stretches.setdefault(item.query, []).append(item)
+        if len(stretches) == 1:  # the usual group (and a lone run's): no task to gather
+            await self._send_stretch(group)
+            return
         # Different statements are about different runs (one statement per run in a group):
         # their transactions cannot wait on each other, so they go at once.
         await asyncio.gather(*(self._send_stretch(items) for items in stretches.values()))
