@@ -4,6 +4,9 @@ installs, the wheel alone, does what ``deploy/compose.yaml`` asks of it: outside
 tree, with the compose file's settings, it migrates the schema, serves the API and the console,
 creates the first key, and a worker runs a workflow; the image's own health check passes
 against it and both processes stop cleanly on SIGTERM.
+
+Where a Docker engine answers (``docker info``), the image itself is built and runs the demo
+on its embedded database as its non-root user; elsewhere that one test says why it did not run.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import os
 import re
 import secrets
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -182,3 +186,38 @@ def test_the_wheel_alone_migrates_serves_and_works_with_the_compose_settings(
     for proc in processes:
         out, _ = proc.communicate(timeout=60)
         assert proc.returncode == 0, out[-3000:]
+
+
+def docker_engine() -> bool:
+    """Whether a Docker engine answers here (a client alone does not build images)."""
+    if shutil.which("docker") is None:
+        return False
+    try:
+        return subprocess.run(["docker", "info"], capture_output=True, timeout=30).returncode == 0
+    except subprocess.TimeoutExpired:
+        return False
+
+
+@pytest.mark.timeout(1800)
+@pytest.mark.skipif(not docker_engine(), reason="needs a Docker engine; this machine has none")
+def test_the_image_builds_and_runs_the_demo_as_its_own_user() -> None:
+    tag = f"agentflow-test:{secrets.token_hex(4)}"
+    built = subprocess.run(
+        ["docker", "build", "-t", tag, str(REPO)], capture_output=True, text=True, timeout=1200
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    try:
+        user = subprocess.run(
+            ["docker", "run", "--rm", "--entrypoint", "id", tag, "-u"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert user.stdout.strip() == "10001", user.stdout + user.stderr
+        demo = subprocess.run(
+            ["docker", "run", "--rm", tag, "demo"], capture_output=True, text=True, timeout=600
+        )
+        assert demo.returncode == 0, (demo.stdout + demo.stderr)[-3000:]
+        assert "What has this agent done for me?" in demo.stdout
+    finally:
+        subprocess.run(["docker", "image", "rm", "-f", tag], capture_output=True, timeout=120)
