@@ -3,8 +3,10 @@ worker ran its steps, joined to the caller's trace, and carried into outgoing HT
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 from uuid import UUID
@@ -46,6 +48,17 @@ def by_name(found: list[ReadableSpan] | tuple[ReadableSpan, ...]) -> dict[str, R
     return {span.name: span for span in found}
 
 
+async def ended(spans: InMemorySpanExporter, *names: str, timeout: float = 10.0) -> dict[str, ReadableSpan]:
+    """The finished spans by name once each of ``names`` has ended: a worker ends a run's span
+    after its checkpoint's commit comes back, so a reader can see the run ended first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = by_name(spans.get_finished_spans())
+        if all(name in found for name in names) or time.monotonic() > deadline:
+            return found
+        await asyncio.sleep(0.02)
+
+
 def flow(name: str, *nodes: dict[str, Any]) -> dict[str, Any]:
     return {"name": name, "kind": "structured", "nodes": list(nodes)}
 
@@ -72,7 +85,7 @@ async def test_a_run_started_inside_a_callers_span_is_one_trace_from_the_caller_
     done = await engine.wait_for_run(run.id, timeout=30)
     assert done.status == "completed", done.error
 
-    found = by_name(spans.get_finished_spans())
+    found = await ended(spans, "invoke_workflow order-sync", "http_request fetch")
     run_span, fetch = found["invoke_workflow order-sync"], found["http_request fetch"]
     trace_id, run_span_id = tracing.run_ids(done)
     assert trace_id == context.trace_id  # the caller's trace
@@ -105,7 +118,7 @@ async def test_a_run_started_outside_any_trace_has_its_own_and_a_failed_step_is_
     assert run.trace_parent is None
     done = await engine.wait_for_run(run.id, timeout=30)
     assert done.status == "failed"
-    found = by_name(spans.get_finished_spans())
+    found = await ended(spans, "invoke_workflow flaky", "http_request call")
     run_span, call = found["invoke_workflow flaky"], found["http_request call"]
     assert run_span.context is not None and run_span.context.trace_id == run.id.int  # the run's own trace
     assert run_span.parent is None
@@ -166,7 +179,7 @@ async def test_a_child_run_continues_its_parents_trace(
     assert done.status == "completed", done.error
     [child] = [r for r in await engine.list_runs(workflow="child") if r.parent_run_id == run.id]
     assert child.trace_parent == tracing.run_traceparent(done)
-    child_span = by_name(spans.get_finished_spans())["invoke_workflow child"]
+    child_span = (await ended(spans, "invoke_workflow child"))["invoke_workflow child"]
     assert child_span.context is not None and child_span.parent is not None
     assert child_span.context.trace_id == run.id.int
     assert child_span.parent.span_id == tracing.run_ids(done)[1]
