@@ -190,13 +190,11 @@ WORKSPACE_USAGE = """, u AS (
     RETURNING w.usd_cost::float8 AS usd, w.input_tokens + w.output_tokens AS tokens
 )"""
 # What the checkpoint answers with a model call's usage: the workspace's spend today (``u``)
-# and its own daily limits, as this commit leaves them.
-SPEND_RETURNED = """,
-       (SELECT usd FROM u) AS spend_usd, (SELECT tokens FROM u) AS spend_tokens,
-       (SELECT b.daily_usd::float8 FROM workspace_budgets b
-        WHERE b.workspace_id = r.workspace_id) AS daily_usd,
-       (SELECT b.daily_tokens FROM workspace_budgets b
-        WHERE b.workspace_id = r.workspace_id) AS daily_tokens"""
+# and its own daily limits, as this commit leaves them (``u`` has a row whenever ``r`` has).
+SPEND_COLUMNS = (
+    ", u.usd AS spend_usd, u.tokens AS spend_tokens, b.daily_usd::float8 AS daily_usd, b.daily_tokens"
+)
+SPEND_JOIN = " CROSS JOIN u LEFT JOIN workspace_budgets b ON b.workspace_id = r.workspace_id"
 # The run's totals and its per-model breakdown (seed 002 costs[]), merged by key_type.
 RUN_USAGE = """
         input_tokens = input_tokens + $IN,

@@ -147,7 +147,7 @@ _PARTS: tuple[tuple[str, str, str], ...] = (
 """Every optional part, in the order its parameter follows the fixed ones."""
 _FIXED_PARAMETERS = 25
 _RETURNED = (
-    "\nSELECT workspace_id, id, status, due_at, cancel_requested, inbox_seq, due_in, db_now, timers FROM r"
+    "r.workspace_id, r.id, r.status, r.due_at, r.cancel_requested, r.inbox_seq, r.due_in, r.db_now, r.timers"
 )
 """What the checkpoint answers (not the state it wrote back: the worker has it)."""
 
@@ -157,7 +157,7 @@ def _statement(parts: frozenset[str] = frozenset(), usage: bool = False) -> str:
     """The checkpoint with only the ``parts`` this step needs (the common step needs none)
     and, with ``usage``, a model call's tokens and cost."""
     sql, number = sql_parts.CHECKPOINT, _FIXED_PARAMETERS + 1
-    added, returned = "", _RETURNED
+    added, returned = "", f"\nSELECT {_RETURNED} FROM r"
     for name, fragment, marker in _PARTS:
         if name in parts:
             added += fragment.replace(marker, f"${number}")
@@ -179,7 +179,7 @@ def _statement(parts: frozenset[str] = frozenset(), usage: bool = False) -> str:
         )
         sql = sql.replace("$STEP_USAGE_VALUES", step_values)
         added += workspace_usage
-        returned = _RETURNED.replace(" FROM r", sql_parts.SPEND_RETURNED + "\nFROM r")
+        returned = f"\nSELECT {_RETURNED}{sql_parts.SPEND_COLUMNS}\nFROM r{sql_parts.SPEND_JOIN}"
     else:
         sql = sql.replace("$USAGE", "").replace("$STEP_USAGE_COLUMNS", "").replace("$STEP_USAGE_VALUES", "")
     if "cancel" in parts:  # the items of nested loops are found recursively
