@@ -27,6 +27,7 @@ from agentflow.agent.env import AgentEnv
 from agentflow.agent.outcome import AgentStep
 from agentflow.core import planner
 from agentflow.core.agent_context import DECIDE_KIND, TOOL_KIND
+from agentflow.core.agent_knowledge import FRESH_SECS, AgentKnowledge
 from agentflow.core.agent_state import (
     WALL_TIME_BREACH,
     AgentState,
@@ -63,9 +64,12 @@ _rand = random.Random()
 async def next_step(
     config: AgentConfig, run: RunRecord, state_doc: dict[str, Any], inbox: Inbox, attempt: int,
     seq: int, token: int, env: AgentEnv, now: datetime | None = None,
+    known: AgentKnowledge | None = None, spend: WorkspaceSpend | None = None,
 ) -> AgentStep:  # fmt: skip
     """Execute the run's next agent step once (``now``: the database's time at the claim or
-    the last checkpoint, for the wall-time budget; None: read it)."""
+    the last checkpoint, for the wall-time budget; None: read it). ``known``: what the worker
+    holding the run knows for a decision, ``spend``: the workspace's spend its last model
+    call's checkpoint returned (None: read them); the step hands back what it knew."""
     started = time.monotonic()
     state = AgentState.from_json(state_doc)
     try:
@@ -76,18 +80,39 @@ async def next_step(
     if state.phase == "act" and state.pending:
         step = await _act(config, run, state, attempt, seq, token, env, elapsed)
     else:
-        step = await _decide(config, run, state, inbox, (seq, attempt), env, key, elapsed)
+        reads, known = await _decision_reads(run, env, known, spend)
+        step = await _decide(config, run, state, inbox, (seq, attempt), env, reads, key, elapsed)
     if key is not None:
         step = memory.remember(config, run, state_doc, key, step)
-    return AgentStep(**{**step.__dict__, "duration": time.monotonic() - started})
+    return AgentStep(**{**step.__dict__, "duration": time.monotonic() - started, "knowledge": known})
+
+
+async def _decision_reads(
+    run: RunRecord, env: AgentEnv, known: AgentKnowledge | None, spend: WorkspaceSpend | None
+) -> tuple[agent_reads.DecisionReads, AgentKnowledge]:
+    """What a decision is built from: as the worker knows it when it knows all of it, else
+    read in one statement (without the history once the worker has it)."""
+    now = time.monotonic()
+    if (
+        known is not None
+        and known.tasks is not None
+        and spend is not None
+        and (run.account_id is None or known.account_fresh(now, FRESH_SECS))
+    ):
+        return agent_reads.DecisionReads(spend, known.account, list(known.history), list(known.tasks)), known
+    reads = await agent_reads.decision_reads(
+        env.pool, run.workspace_id, run.id, run.account_id, history=known is None
+    )
+    history = tuple(reads.history) if known is None else known.history
+    knowledge = AgentKnowledge(history, tuple(reads.tasks), reads.account, now)
+    return replace(reads, history=list(history)), knowledge
 
 
 async def _decide(
     config: AgentConfig, run: RunRecord, state: AgentState, inbox: Inbox, position: tuple[int, int],
-    env: AgentEnv, key: str | None = None, elapsed: float | None = None,
+    env: AgentEnv, reads: agent_reads.DecisionReads, key: str | None = None, elapsed: float | None = None,
 ) -> AgentStep:  # fmt: skip
     seq, attempt = position
-    reads = await agent_reads.decision_reads(env.pool, run.workspace_id, run.id, run.account_id)
     if elapsed is None:
         elapsed = await agent_reads.elapsed_seconds(env.pool, run.workspace_id, run.id)
     breach = check_budget(config.budget, state, elapsed, before="model") or _over_daily(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from agentflow.core.agent_knowledge import AgentKnowledge
 from agentflow.core.errors import ErrorInfo
 from agentflow.core.planner import Transition
 from agentflow.store.checkpoints import Effects
@@ -21,6 +22,9 @@ class AgentStep:
         input / output / error: the step's audit record.
         effects: writes made with the checkpoint.
         consumes_inbox: the step used the inbox (a decision saw the new events).
+        duration: seconds it took.
+        knowledge: what the step knew of its run for a decision (None: nothing yet), for the
+            worker holding the run to keep.
     """
 
     transition: Transition
@@ -32,3 +36,4 @@ class AgentStep:
     effects: Effects
     consumes_inbox: bool = False
     duration: float = 0.0
+    knowledge: AgentKnowledge | None = None

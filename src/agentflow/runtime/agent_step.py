@@ -23,8 +23,9 @@ async def execute(
     attempt = cursor.attempt + 1
     with tracing.step_span(run, cursor.step_seq, attempt, "agent", None) as span:
         step = await next_step(
-            config, run, cursor.state, cursor.inbox, attempt, cursor.step_seq, token, env, cursor.now
-        )
+            config, run, cursor.state, cursor.inbox, attempt, cursor.step_seq, token, env, cursor.now,
+            cursor.agent, cursor.fresh_spend(),
+        )  # fmt: skip
         call_id = step.input.get("call_id") if isinstance(step.input, dict) else None
         tracing.name_step(
             span, step.kind, step.name, step.error.code if step.error else None, call_id=call_id
@@ -69,4 +70,4 @@ async def execute(
     if t.status == RunStatus.WAITING and t.reason == AWAITING_EVENT and cursor.inbox.items and not consumed:
         seen = -1  # events arrived after the last decision: the wait ends at once so one sees them
     run_write = replace(run_write, inbox_seen=seen, consumed=consumed)
-    return StepOutcome(t, run_write, step_write, step.effects)
+    return StepOutcome(t, run_write, step_write, step.effects, step.knowledge)

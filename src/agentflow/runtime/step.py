@@ -13,6 +13,8 @@ from datetime import datetime
 from typing import Any
 
 from agentflow.core import loops, planner
+from agentflow.core.agent_context import HistoryStep
+from agentflow.core.agent_knowledge import FRESH_SECS, AgentKnowledge
 from agentflow.core.agent_state import WorkspaceSpend
 from agentflow.core.definitions import StructuredConfig
 from agentflow.core.errors import ErrorInfo, StepFailure
@@ -25,23 +27,22 @@ from agentflow.nodes.base import NodeEnv
 from agentflow.nodes.rendering import call_rendering
 from agentflow.runtime.activation import Ran as Ran
 from agentflow.runtime.activation import run_activation as run_activation
+from agentflow.store import json_codec
 from agentflow.store.checkpoints import NO_EFFECTS, Checkpointed, Effects, ModelUsage, RunWrite, StepWrite
 
 _rand = random.Random()
 
-SPEND_FRESH_SECS = 1.0
-"""How long after a checkpoint its returned spend stands for a read (steps of a held run
-follow their checkpoint at once; a retry's delay or a long branch may not)."""
-
 
 @dataclass(frozen=True)
 class StepOutcome:
-    """What the checkpoint of one attempt writes."""
+    """What the checkpoint of one attempt writes (``knowledge``: what an agent step knew of
+    its run, for the worker to keep with what the checkpoint adds)."""
 
     transition: Transition
     run: RunWrite
     step: StepWrite
     effects: Effects = NO_EFFECTS
+    knowledge: AgentKnowledge | None = None
 
 
 @dataclass(frozen=True)
@@ -61,8 +62,10 @@ class Cursor:
         loops: how far each running loop's items are (by the loop's step), as the worker
             counted them before this step.
         spend: the workspace's model spend today and its limits as the run's last checkpoint
-            returned them (it recorded a model call), with the worker's monotonic time then;
-            None otherwise.
+            with a model call returned them, with the worker's monotonic time then; None
+            before one.
+        agent: what an agent run's next decision needs, as the worker knows it (None until
+            its first decision after the claim read it).
     """
 
     state: dict[str, Any]
@@ -73,12 +76,13 @@ class Cursor:
     now: datetime | None = None
     loops: dict[int, LoopProgress] = field(default_factory=dict)
     spend: tuple[WorkspaceSpend, float] | None = None
+    agent: AgentKnowledge | None = None
 
     def fresh_spend(self) -> WorkspaceSpend | None:
-        """The spend of ``spend`` while it is at most ``SPEND_FRESH_SECS`` old: a model call
-        that follows at once checks its budget on it instead of reading it again (as fresh
-        as a read would be), a later one reads."""
-        if self.spend is None or time.monotonic() - self.spend[1] > SPEND_FRESH_SECS:
+        """The spend of ``spend`` while it is at most ``FRESH_SECS`` old: a model call that
+        follows at once checks its budget on it instead of reading it again (as fresh as a
+        read would be), a later one reads."""
+        if self.spend is None or time.monotonic() - self.spend[1] > FRESH_SECS:
             return None
         return self.spend[0]
 
@@ -98,14 +102,30 @@ class Cursor:
             if done.timers is not None:  # the checkpoint stamped new timers with its clock
                 state = {**state, "timers": done.timers}
         counter = outcome.run.next_counter
-        spend = None if done is None or done.spend is None else (done.spend, time.monotonic())
+        # A step without a model call leaves the spend as the last one's checkpoint returned it.
+        spend = self.spend if done is None or done.spend is None else (done.spend, time.monotonic())
+        agent = _known_after(outcome, done)
         if not t.advances:
             held = self.step_seq if counter is None else counter
-            return Cursor(state, held, self.attempt + 1, self.outputs, inbox, now, spend=spend)
+            return Cursor(state, held, self.attempt + 1, self.outputs, inbox, now, spend=spend, agent=agent)
         if outcome.step.node_id is not None:
             self.outputs[outcome.step.node_id] = outcome.step.output
         seq = self.step_seq + 1 if counter is None else counter
-        return Cursor(state, seq, 0, self.outputs, inbox, now, spend=spend)
+        return Cursor(state, seq, 0, self.outputs, inbox, now, spend=spend, agent=agent)
+
+
+def _known_after(outcome: StepOutcome, done: Checkpointed | None) -> AgentKnowledge | None:
+    """What an agent step knew of its run, with the step itself and the tasks it created."""
+    known = outcome.knowledge
+    if known is None or done is None:
+        return None
+    written = outcome.step
+    # As stored: the next decision shows the model what a read of the history would give.
+    step = HistoryStep(
+        written.seq, written.kind, written.name, json_codec.as_stored(written.input),
+        json_codec.as_stored(written.output),
+    )  # fmt: skip
+    return known.with_step(step, written.status).with_tasks(done.created_tasks or [])
 
 
 async def execute(

@@ -331,10 +331,12 @@ class Worker:
         return await loops.progress(self.db.pool, run.workspace_id, run.id, running)
 
     async def _refresh(self, run: RunRecord, cursor: step.Cursor, done: runs.Checkpointed) -> step.Cursor:
-        """The cursor with the inbox loaded again when deliveries arrived during the step."""
+        """The cursor with the inbox loaded again when deliveries arrived during the step (and
+        an agent run's tasks to be read again: each change to one is such a delivery)."""
         if done.inbox_seq > cursor.inbox.seen:
             fresh = await inbox.load(self.db.pool, run.workspace_id, run.id)
-            return replace(cursor, inbox=fresh)
+            agent = cursor.agent.without_tasks() if cursor.agent is not None else None
+            return replace(cursor, inbox=fresh, agent=agent)
         return cursor
 
     async def _release_quietly(self, run: RunRecord, token: int) -> None:

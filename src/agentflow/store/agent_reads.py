@@ -70,38 +70,50 @@ class DecisionReads:
     tasks: list[dict[str, Any]]
 
 
+TASK_JSON = """jsonb_build_object(
+    'id', {t}.id, 'title', {t}.title, 'description', {t}.description, 'assignee', {t}.assignee,
+    'due_at', {t}.due_at, 'priority', {t}.priority, 'status', {t}.status,
+    'account_id', {t}.account_id, 'revision', {t}.revision, 'expires_at', {t}.expires_at,
+    'completed_at', {t}.completed_at)"""
+"""A task as a decision sees it (``{t}``: the task row's alias); a checkpoint that creates
+tasks returns them so (``store.checkpoint_sql.TASKS``)."""
+_HISTORY = """
+       (SELECT coalesce(jsonb_agg(jsonb_build_array(s.seq, s.kind, s.name, s.input, s.output) ORDER BY s.seq),
+                        '[]')
+        FROM run_steps s WHERE s.workspace_id = $1 AND s.run_id = $2 AND s.status = 'completed'
+          AND s.kind LIKE 'agent.%') AS history,"""
 _DECISION_READS = """
 SELECT coalesce(u.usd_cost, 0)::float8 AS usd,
        coalesce(u.input_tokens + u.output_tokens, 0) AS tokens,
        b.daily_usd::float8 AS daily_usd, b.daily_tokens,
        (SELECT jsonb_build_object('id', a.id, 'name', a.name, 'owner', a.owner, 'attributes', a.attributes)
         FROM accounts a WHERE a.workspace_id = $1 AND a.id = $3) AS account,
-       (SELECT coalesce(jsonb_agg(jsonb_build_array(s.seq, s.kind, s.name, s.input, s.output) ORDER BY s.seq),
-                        '[]')
-        FROM run_steps s WHERE s.workspace_id = $1 AND s.run_id = $2 AND s.status = 'completed'
-          AND s.kind LIKE 'agent.%') AS history,
-       (SELECT coalesce(jsonb_agg(jsonb_build_object(
-                   'id', t.id, 'title', t.title, 'description', t.description, 'assignee', t.assignee,
-                   'due_at', t.due_at, 'priority', t.priority, 'status', t.status,
-                   'account_id', t.account_id, 'revision', t.revision, 'expires_at', t.expires_at,
-                   'completed_at', t.completed_at) ORDER BY t.created_at, t.id), '[]')
+{history}
+       (SELECT coalesce(jsonb_agg({task} ORDER BY t.created_at, t.id), '[]')
         FROM tasks t WHERE t.workspace_id = $1 AND t.run_id = $2) AS tasks
 FROM (SELECT $1::uuid AS ws) w
 LEFT JOIN workspace_usage u ON u.workspace_id = w.ws AND u.day = (now() AT TIME ZONE 'UTC')::date
 LEFT JOIN workspace_budgets b ON b.workspace_id = w.ws
 """
+_WITH_HISTORY = _DECISION_READS.format(history=_HISTORY, task=TASK_JSON.format(t="t"))
+_WITHOUT_HISTORY = _DECISION_READS.format(history="", task=TASK_JSON.format(t="t"))
 
 
 async def decision_reads(
-    pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID, account_id: str | None
+    pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID, account_id: str | None, *, history: bool = True
 ) -> DecisionReads:
     """The workspace's spend, the account, the run's history and its tasks, in one statement
-    (each was a round trip of its own: a decision's reads were most of its cost)."""
-    row = await pool.fetchrow(_DECISION_READS, workspace_id, run_id, account_id)
+    (each was a round trip of its own: a decision's reads were most of its cost).
+
+    ``history=False``: the caller knows the history (the worker wrote it); it is not read
+    (``DecisionReads.history`` is empty), so the read does not grow with the run.
+    """
+    statement = _WITH_HISTORY if history else _WITHOUT_HISTORY
+    row = await pool.fetchrow(statement, workspace_id, run_id, account_id)
     assert row is not None
-    history = [HistoryStep(*entry) for entry in row["history"]]
+    steps = [HistoryStep(*entry) for entry in row["history"]] if history else []
     spend = (float(row["usd"]), int(row["tokens"]), row["daily_usd"], row["daily_tokens"])
-    return DecisionReads(spend, row["account"], history, list(row["tasks"]))
+    return DecisionReads(spend, row["account"], steps, list(row["tasks"]))
 
 
 async def approval(pool: asyncpg.Pool, workspace_id: UUID, approval_id: UUID) -> dict[str, Any] | None:

@@ -119,9 +119,9 @@ NO_EFFECTS = Effects()
 class Checkpointed:
     """A checkpoint that held: the run's new status, when due later how soon, its delivery
     count (higher than the step saw: something arrived meanwhile), the database's time, a
-    graph run's timers as stamped, and, when the step called a model, the workspace's spend
+    graph run's timers as stamped, when the step called a model, the workspace's spend
     today as the checkpoint left it (the run's next model call checks its budget on it
-    instead of reading it again)."""
+    instead of reading it again), and the tasks the step created as a decision reads them."""
 
     status: str
     due_in: float | None
@@ -130,6 +130,7 @@ class Checkpointed:
     db_now: datetime | None = None
     timers: list[dict[str, Any]] | None = None
     spend: WorkspaceSpend | None = None
+    created_tasks: list[dict[str, Any]] | None = None
 
 
 _PARTS: tuple[tuple[str, str, str], ...] = (
@@ -157,7 +158,7 @@ def _statement(parts: frozenset[str] = frozenset(), usage: bool = False) -> str:
     """The checkpoint with only the ``parts`` this step needs (the common step needs none)
     and, with ``usage``, a model call's tokens and cost."""
     sql, number = sql_parts.CHECKPOINT, _FIXED_PARAMETERS + 1
-    added, returned = "", f"\nSELECT {_RETURNED} FROM r"
+    added, columns, source = "", _RETURNED, "r"
     for name, fragment, marker in _PARTS:
         if name in parts:
             added += fragment.replace(marker, f"${number}")
@@ -179,12 +180,14 @@ def _statement(parts: frozenset[str] = frozenset(), usage: bool = False) -> str:
         )
         sql = sql.replace("$STEP_USAGE_VALUES", step_values)
         added += workspace_usage
-        returned = f"\nSELECT {_RETURNED}{sql_parts.SPEND_COLUMNS}\nFROM r{sql_parts.SPEND_JOIN}"
+        columns, source = columns + sql_parts.SPEND_COLUMNS, source + sql_parts.SPEND_JOIN
     else:
         sql = sql.replace("$USAGE", "").replace("$STEP_USAGE_COLUMNS", "").replace("$STEP_USAGE_VALUES", "")
     if "cancel" in parts:  # the items of nested loops are found recursively
         sql = sql.replace("WITH r AS (", "WITH RECURSIVE r AS (", 1)
-    return sql.rstrip() + added + returned
+    if "tasks" in parts:
+        columns += sql_parts.CREATED_TASKS
+    return f"{sql.rstrip()}{added}\nSELECT {columns}\nFROM {source}"
 
 
 async def checkpoint(
@@ -237,7 +240,8 @@ async def checkpoint(
     spend: WorkspaceSpend | None = None
     if usage is not None:
         spend = (row["spend_usd"], row["spend_tokens"], row["daily_usd"], row["daily_tokens"])
+    created = row["created_tasks"] if "tasks" in parts else None
     return Checkpointed(
         row["status"], row["due_in"], row["cancel_requested"], row["inbox_seq"], row["db_now"], row["timers"],
-        spend,
+        spend, created,
     )  # fmt: skip

@@ -33,3 +33,23 @@ def encode(value: Any) -> str:
 def decode(text: str) -> Any:
     """Decode a jsonb value."""
     return orjson.loads(text)
+
+
+def as_stored(value: Any) -> Any:
+    """``value`` as a jsonb column gives it back: JSON types only, and each object's keys in
+    jsonb's order (shorter keys first, then by their bytes). A worker that keeps what it wrote
+    (an agent run's history) then shows the model what a read would.
+
+    Raises:
+        UnstorableJson: as ``encode``.
+    """
+    return _jsonb_order(decode(encode(value)))
+
+
+def _jsonb_order(value: Any) -> Any:
+    if isinstance(value, dict):
+        keys = sorted(value, key=lambda k: (len(k.encode()), k.encode()))
+        return {k: _jsonb_order(value[k]) for k in keys}
+    if isinstance(value, list):
+        return [_jsonb_order(v) for v in value]
+    return value
