@@ -286,7 +286,10 @@ def _acted(state: AgentState, call: ToolCall, outcome: ToolOutcome, step_input: 
         output["refused"] = True
     effects = (
         Effects(
-            tasks=outcome.tasks, notifications=outcome.notifications, children=child_calls.detached(outcome)
+            tasks=outcome.tasks,
+            notifications=outcome.notifications,
+            children=child_calls.detached(outcome),
+            return_tasks=True,  # the worker keeps them for the run's next decision
         )
         if not outcome.refused
         else NO_EFFECTS

@@ -79,8 +79,7 @@ CONSUME = """, c AS (
       AND i.id = ANY($ROWS::bigint[]) AND i.consumed_at IS NULL
 )"""
 # Inserting the tasks the step asked for ($TASKS), exactly once with the step.
-TASKS = (
-    """, t AS (
+TASKS = """, t AS (
     INSERT INTO tasks (workspace_id, id, run_id, origin_key, title, description, assignee,
                        due_at, priority, system_generated, account_id, metadata, expires_at)
     SELECT r.workspace_id, coalesce((x.doc->>'id')::uuid, gen_random_uuid()), r.id,
@@ -91,13 +90,10 @@ TASKS = (
            coalesce((x.doc->>'expires_at')::timestamptz,
                     now() + make_interval(secs => (x.doc->>'expires_in')::float8))
     FROM r, jsonb_array_elements($TASKS::jsonb) WITH ORDINALITY AS x(doc, n)
-    RETURNING id, """
-    + TASK_JSON.format(t="tasks")
-    + """ AS doc
 )"""
-)
-# The tasks it created as a decision reads them (the agent's worker keeps them): one checkpoint's
-# tasks share created_at, so the read orders them by id.
+# The tasks it created as a decision reads them (an agent's worker keeps them), when asked for:
+# one checkpoint's tasks share created_at, so the read orders them by id.
+TASKS_RETURNING = "\n    RETURNING id, " + TASK_JSON.format(t="tasks") + " AS doc"
 CREATED_TASKS = ", (SELECT jsonb_agg(t.doc ORDER BY t.id) FROM t) AS created_tasks"
 # The notifications the step sends ($NOTES): outbox rows the notifier delivers afterwards.
 # In-app notifications are delivered by being written.

@@ -98,6 +98,8 @@ class Effects:
             ``content``, ``retention`` seconds).
         memory_summary: a memory's new summary (``namespace``, ``key``, ``summary``,
             ``through_seq``, ``retention``).
+        return_tasks: answer the created tasks as a decision reads them (an agent's worker
+            keeps them; about 0.1x the floor, so only a step whose run wants them asks).
     """
 
     tasks: list[dict[str, Any]] = field(default_factory=list)
@@ -110,6 +112,7 @@ class Effects:
     events: list[dict[str, Any]] = field(default_factory=list)
     memory: list[dict[str, Any]] = field(default_factory=list)
     memory_summary: dict[str, Any] | None = None
+    return_tasks: bool = False
 
 
 NO_EFFECTS = Effects()
@@ -154,13 +157,16 @@ _RETURNED = (
 
 
 @functools.cache
-def _statement(parts: frozenset[str] = frozenset(), usage: bool = False) -> str:
-    """The checkpoint with only the ``parts`` this step needs (the common step needs none)
-    and, with ``usage``, a model call's tokens and cost."""
+def _statement(parts: frozenset[str] = frozenset(), usage: bool = False, return_tasks: bool = False) -> str:
+    """The checkpoint with only the ``parts`` this step needs (the common step needs none),
+    with ``usage``, a model call's tokens and cost, and with ``return_tasks`` (and tasks to
+    create), the created tasks among what it answers."""
     sql, number = sql_parts.CHECKPOINT, _FIXED_PARAMETERS + 1
     added, columns, source = "", _RETURNED, "r"
     for name, fragment, marker in _PARTS:
         if name in parts:
+            if name == "tasks" and return_tasks:
+                fragment = fragment.removesuffix("\n)") + sql_parts.TASKS_RETURNING + "\n)"
             added += fragment.replace(marker, f"${number}")
             number += 1
     if usage:
@@ -185,7 +191,7 @@ def _statement(parts: frozenset[str] = frozenset(), usage: bool = False) -> str:
         sql = sql.replace("$USAGE", "").replace("$STEP_USAGE_COLUMNS", "").replace("$STEP_USAGE_VALUES", "")
     if "cancel" in parts:  # the items of nested loops are found recursively
         sql = sql.replace("WITH r AS (", "WITH RECURSIVE r AS (", 1)
-    if "tasks" in parts:
+    if "tasks" in parts and return_tasks:
         columns += sql_parts.CREATED_TASKS
     return f"{sql.rstrip()}{added}\nSELECT {columns}\nFROM {source}"
 
@@ -234,13 +240,14 @@ async def checkpoint(
     if usage is not None:
         args += [usage.model, usage.input_tokens, usage.output_tokens, usage.cached_input_tokens]
         args += [Decimal(str(round(usage.usd_cost, 6))), usage.calls]
-    row = await pool.fetchrow(_statement(parts, usage is not None), *args)
+    returns_tasks = effects.return_tasks and "tasks" in parts
+    row = await pool.fetchrow(_statement(parts, usage is not None, returns_tasks), *args)
     if row is None:
         return None
     spend: WorkspaceSpend | None = None
     if usage is not None:
         spend = (row["spend_usd"], row["spend_tokens"], row["daily_usd"], row["daily_tokens"])
-    created = row["created_tasks"] if "tasks" in parts else None
+    created = row["created_tasks"] if returns_tasks else None
     return Checkpointed(
         row["status"], row["due_in"], row["cancel_requested"], row["inbox_seq"], row["db_now"], row["timers"],
         spend, created,
