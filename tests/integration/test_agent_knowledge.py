@@ -1,7 +1,7 @@
 """What a held agent run's worker knows for its next decision, against what a read would give.
 
 The worker reads a run's history once (its first decision after the claim) and then keeps the
-steps it checkpointed, as stored; it keeps the tasks it read and those its checkpoints created,
+steps it checkpointed, canonical as a read makes them; it keeps the tasks it read and those its checkpoints created,
 and reads them again after a delivery (each change to a task is one).
 """
 
@@ -57,7 +57,7 @@ class Reads:
         monkeypatch.setattr(loop, "_decision_reads", known)
 
 
-async def test_a_held_agent_run_reads_its_history_once_and_keeps_it_as_stored(
+async def test_a_held_agent_run_reads_its_history_once_and_keeps_it_as_a_read_gives_it(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     reads = Reads(monkeypatch)
@@ -80,8 +80,8 @@ async def test_a_held_agent_run_reads_its_history_once_and_keeps_it_as_stored(
     last = reads.known[-1]
     assert last is not None, "the third decision knew the run"
 
-    # What it knew is what a read gives: the same steps, keys in jsonb's order, and the tasks
-    # as stored (the first read's none, then the three its checkpoints returned).
+    # What it knew is what a read gives: the same steps with the same keys in the same order,
+    # and the tasks as stored (the first read's none, then the three its checkpoints returned).
     stored = await agent_reads.history(engine.db.pool, run.workspace_id, run.id)
     decisions = [s.seq for s in stored if s.kind == "agent.decide"]
     before_last = [s for s in stored if s.seq < decisions[-1]]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
 from agentflow.core.agent_context import HistoryStep
@@ -34,11 +35,13 @@ def test_an_account_read_stands_for_a_moment() -> None:
     assert not KNOWN.account_fresh(101.1, 1.0)
 
 
-def test_a_value_as_stored_has_jsonb_key_order_and_json_types() -> None:
-    value = {"usage": {"bb": 1, "a": 2}, "content": ("x", "y"), "é": 1, "z": [{"ccc": 1, "dd": 2}]}
-    stored = json_codec.as_stored(value)
-    assert list(stored) == ["z", "é", "usage", "content"]  # by UTF-8 length, then bytes
-    assert list(stored["usage"]) == ["a", "bb"] and list(stored["z"][0]) == ["dd", "ccc"]
-    assert stored["content"] == ["x", "y"]
+def test_a_canonical_value_has_sorted_keys_and_json_types_whatever_order_it_came_in() -> None:
+    written = {"usage": {"bb": 1, "a": 2}, "content": ("x", "y"), "z": [{"ccc": 1, "dd": 2}], 3: "n"}
+    stored = {"z": [{"dd": 2, "ccc": 1}], "3": "n", "usage": {"a": 2, "bb": 1}, "content": ["x", "y"]}
+    canonical = json_codec.canonical(written)
+    assert list(canonical) == ["3", "content", "usage", "z"]
+    assert list(canonical["usage"]) == ["a", "bb"] and list(canonical["z"][0]) == ["ccc", "dd"]
+    assert canonical["content"] == ["x", "y"]
+    assert orjson.dumps(canonical) == orjson.dumps(json_codec.canonical(stored))
     with pytest.raises(json_codec.UnstorableJson):
-        json_codec.as_stored({"text": "\x00"})
+        json_codec.canonical({"when": object()})

@@ -120,10 +120,10 @@ def _known_after(outcome: StepOutcome, done: Checkpointed | None) -> AgentKnowle
     if known is None or done is None:
         return None
     written = outcome.step
-    # As stored: the next decision shows the model what a read of the history would give.
+    # Canonical, as a read gives it: the next decision shows the model what it would after a read.
     step = HistoryStep(
-        written.seq, written.kind, written.name, json_codec.as_stored(written.input),
-        json_codec.as_stored(written.output),
+        written.seq, written.kind, written.name, json_codec.canonical(written.input),
+        json_codec.canonical(written.output),
     )  # fmt: skip
     return known.with_step(step, written.status).with_tasks(done.created_tasks or [])
 

@@ -13,17 +13,24 @@ from uuid import UUID
 import asyncpg
 
 from agentflow.core.agent_context import HistoryStep
+from agentflow.store import json_codec
 
 
 async def history(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID) -> list[HistoryStep]:
-    """The run's completed agent steps, oldest first."""
+    """The run's completed agent steps, oldest first (their values canonical)."""
     rows = await pool.fetch(
         "SELECT seq, kind, name, input, output FROM run_steps"
         " WHERE workspace_id = $1 AND run_id = $2 AND status = 'completed' AND kind LIKE 'agent.%'"
         " ORDER BY seq",
         workspace_id, run_id,
     )  # fmt: skip
-    return [HistoryStep(r["seq"], r["kind"], r["name"], r["input"], r["output"]) for r in rows]
+    return [_history_step(r["seq"], r["kind"], r["name"], r["input"], r["output"]) for r in rows]
+
+
+def _history_step(seq: int, kind: str, name: str | None, input: Any, output: Any) -> HistoryStep:
+    """A stored step with its values canonical (keys sorted), as a worker keeps the steps it
+    wrote: a decision shows the model the same whichever it was built from."""
+    return HistoryStep(seq, kind, name, json_codec.canonical(input), json_codec.canonical(output))
 
 
 async def account(pool: asyncpg.Pool, workspace_id: UUID, account_id: str) -> dict[str, Any] | None:
@@ -111,7 +118,7 @@ async def decision_reads(
     statement = _WITH_HISTORY if history else _WITHOUT_HISTORY
     row = await pool.fetchrow(statement, workspace_id, run_id, account_id)
     assert row is not None
-    steps = [HistoryStep(*entry) for entry in row["history"]] if history else []
+    steps = [_history_step(*entry) for entry in row["history"]] if history else []
     spend = (float(row["usd"]), int(row["tokens"]), row["daily_usd"], row["daily_tokens"])
     return DecisionReads(spend, row["account"], steps, list(row["tasks"]))
 

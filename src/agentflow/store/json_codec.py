@@ -35,21 +35,15 @@ def decode(text: str) -> Any:
     return orjson.loads(text)
 
 
-def as_stored(value: Any) -> Any:
-    """``value`` as a jsonb column gives it back: JSON types only, and each object's keys in
-    jsonb's order (shorter keys first, then by their bytes). A worker that keeps what it wrote
-    (an agent run's history) then shows the model what a read would.
+def canonical(value: Any) -> Any:
+    """``value`` with JSON types only and every object's keys sorted: the same whether it is
+    the value a worker wrote or the one a jsonb column gives back (jsonb reorders keys). An
+    agent run's history is kept in this form, read or written, so the model is shown the same.
 
     Raises:
         UnstorableJson: as ``encode``.
     """
-    return _jsonb_order(decode(encode(value)))
-
-
-def _jsonb_order(value: Any) -> Any:
-    if isinstance(value, dict):
-        keys = sorted(value, key=lambda k: (len(k.encode()), k.encode()))
-        return {k: _jsonb_order(value[k]) for k in keys}
-    if isinstance(value, list):
-        return [_jsonb_order(v) for v in value]
-    return value
+    try:
+        return orjson.loads(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SORT_KEYS))
+    except TypeError as exc:
+        raise UnstorableJson(str(exc)) from None
