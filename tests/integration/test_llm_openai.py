@@ -210,7 +210,7 @@ async def test_openai_itself_gets_max_completion_tokens() -> None:
     ("status", "retry_after"), [(429, "1"), (503, "http-date")], ids=["429-seconds", "503-http-date"]
 )
 async def test_retry_honours_retry_after(server: VendorServer, status: int, retry_after: str) -> None:
-    # An HTTP date has whole seconds: two seconds ahead is at least one second away.
+    # An HTTP date at least two seconds ahead: more than a second away when the client reads it.
     wait = http_date_in(2) if retry_after == "http-date" else retry_after
     server.queue(
         Reply(status, openai_error("slow down", "requests", "rate_limit_exceeded"), {"Retry-After": wait}),

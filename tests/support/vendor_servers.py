@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from collections import deque
 from collections.abc import AsyncIterator
@@ -146,8 +147,10 @@ async def vendor_server() -> AsyncIterator[VendorServer]:
 
 
 def http_date_in(seconds: float) -> str:
-    """An HTTP date ``seconds`` from now (for ``Retry-After``)."""
-    return formatdate(time.time() + seconds, usegmt=True)
+    """An HTTP date at least ``seconds`` from now (for ``Retry-After``): rounded up, since the
+    date has whole seconds and a rounded-down one could be a second sooner (on a busy machine
+    the client, sent it a little later, then waited less than a test allows for)."""
+    return formatdate(math.ceil(time.time() + seconds), usegmt=True)
 
 
 # --- OpenAI chat completions -------------------------------------------------------------
