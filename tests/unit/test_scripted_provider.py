@@ -43,8 +43,15 @@ async def test_a_message_is_wrapped_with_deterministic_usage() -> None:
     assert again == first
     assert (first.model, first.provider, first.finish_reason) == ("scripted", "scripted", "tool_calls")
     assert first.message.tool_calls == (ToolCall("c1", "t", {"x": 1}),)
-    assert model.requests == [request, request]
+    assert list(model.requests) == [request, request]
     assert isinstance(model, ModelProvider)
+
+
+async def test_only_the_latest_requests_are_kept() -> None:
+    model = ScriptedProvider(lambda request: Message("assistant", request.model), keep_requests=2)
+    for name in ("a", "b", "c"):
+        await model.request(ModelRequest(name, (Message("user", "hi"),)))
+    assert [r.model for r in model.requests] == ["b", "c"], "a long-running worker keeps no more"
 
 
 async def test_a_whole_response_is_returned_as_is_and_async_scripts_work() -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import re
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -67,16 +68,19 @@ class ScriptedProvider:
         respond: makes the reply to a request: a ``Message`` (wrapped with deterministic usage)
             or a whole ``ModelResponse`` (returned as is); may be async.
         name: the provider name reported on responses.
+        keep_requests: how many of the latest requests ``requests`` keeps: a worker that
+            answers with the scripted model for days (no model configured) must not keep
+            every request it was asked.
 
     Attributes:
         name: as given.
-        requests: every request received, in order (for tests to inspect).
+        requests: the latest requests received, oldest first (for tests to inspect).
     """
 
-    def __init__(self, respond: Respond, name: str = "scripted") -> None:
+    def __init__(self, respond: Respond, name: str = "scripted", keep_requests: int = 1000) -> None:
         self._respond = respond
         self.name = name
-        self.requests: list[ModelRequest] = []
+        self.requests: deque[ModelRequest] = deque(maxlen=keep_requests)
 
     @classmethod
     def from_replies(cls, replies: Iterable[Answer | str], name: str = "scripted") -> ScriptedProvider:
