@@ -89,10 +89,10 @@ TASKS = """, t AS (
            coalesce(x.doc->'metadata', '{}'),
            coalesce((x.doc->>'expires_at')::timestamptz,
                     now() + make_interval(secs => (x.doc->>'expires_in')::float8))
-    FROM r, jsonb_array_elements($TASKS::jsonb) WITH ORDINALITY AS x(doc, n)
+    FROM r, jsonb_array_elements($TASKS::jsonb) WITH ORDINALITY AS x(doc, n)$TASKS_RETURNING
 )"""
-# The tasks it created as a decision reads them (an agent's worker keeps them), when asked for:
-# one checkpoint's tasks share created_at, so the read orders them by id.
+# The tasks it created as a decision reads them (an agent's worker keeps them), when asked for
+# ($TASKS_RETURNING): one checkpoint's tasks share created_at, so the read orders them by id.
 TASKS_RETURNING = "\n    RETURNING id, " + TASK_JSON.format(t="tasks") + " AS doc"
 CREATED_TASKS = ", (SELECT jsonb_agg(t.doc ORDER BY t.id) FROM t) AS created_tasks"
 # The notifications the step sends ($NOTES): outbox rows the notifier delivers afterwards.

@@ -165,8 +165,10 @@ def _statement(parts: frozenset[str] = frozenset(), usage: bool = False, return_
     added, columns, source = "", _RETURNED, "r"
     for name, fragment, marker in _PARTS:
         if name in parts:
-            if name == "tasks" and return_tasks:
-                fragment = fragment.removesuffix("\n)") + sql_parts.TASKS_RETURNING + "\n)"
+            if name == "tasks":
+                fragment = fragment.replace(
+                    "$TASKS_RETURNING", sql_parts.TASKS_RETURNING if return_tasks else ""
+                )
             added += fragment.replace(marker, f"${number}")
             number += 1
     if usage:
