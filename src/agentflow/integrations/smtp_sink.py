@@ -90,7 +90,9 @@ class SmtpSink:
         if self._controller is not None:
             raise RuntimeError("the SMTP sink is already running")
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
+        # IPPROTO_TCP named: asyncio turns Nagle off only on sockets whose proto says TCP (an
+        # accepted one inherits the listener's), else each reply waits on a delayed ACK.
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         # Bound here, handed to the server: no other process can take the port in between.
         sock.bind((host, port))
