@@ -13,6 +13,9 @@ effect once.
 The negative control starts the child the way the engine must not: the step inserts the child
 run itself, through its own connection, before its checkpoint (and lingers), so a kill between
 the two makes the retried step start a second child; the count must find an item with two.
+It kills every worker as the positive test does (children calling out while their items'
+steps linger after the start): left to random kills, a fast machine ran the whole parent in
+12 s with no kill inside a step's window, and the control found nothing.
 """
 
 from __future__ import annotations
@@ -202,7 +205,7 @@ async def test_child_run_kills_negative_control_finds_two_children_when_the_step
 
     chaos = await run_chaos(
         engine, recorder, log_dir, flow="family-neg", runs=1, seed=seed, start_rate=1.0, deadline=180.0,
-        require_coverage=False, prelude=OUTSIDE_START, enough=twice,
+        require_coverage=False, prelude=OUTSIDE_START, enough=twice, targeted_kills=KILLS,
     )  # fmt: skip
     verdict = await count(engine.db.pool, chaos.run_ids[0], "kid-neg", recorder)
     verdict.update(chaos_report(chaos))
