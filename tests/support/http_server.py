@@ -17,6 +17,16 @@ from agentflow.api.server import ApiServer
 WORKFLOWS = "/api/ai/workflows"
 
 
+def loopback_socket() -> tuple[socket.socket, int]:
+    """A TCP socket bound to a free port of 127.0.0.1, for a server to listen on; and its port."""
+    # IPPROTO_TCP named: asyncio turns Nagle off only on sockets whose proto says TCP, and an
+    # accepted socket inherits 0 from a listener made without it (40 ms per request then).
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock, int(sock.getsockname()[1])
+
+
 @asynccontextmanager
 async def serve(app: ASGIApp) -> AsyncIterator[str]:
     """Serve ``app`` until the block ends; yield its base URL.
@@ -24,12 +34,7 @@ async def serve(app: ASGIApp) -> AsyncIterator[str]:
     The socket is bound here (port 0) and handed to uvicorn, so no other process can take
     the port between choosing and binding it.
     """
-    # IPPROTO_TCP named: asyncio turns Nagle off only on sockets whose proto says TCP, and an
-    # accepted socket inherits 0 from a listener made without it (40 ms per request then).
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
+    sock, port = loopback_socket()
     config = uvicorn.Config(app, lifespan="off", log_level="warning", timeout_graceful_shutdown=5)
     server = ApiServer(config)
     try:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import socket
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -71,11 +70,9 @@ async def serve_http(
     headers (lower-case names), as one that takes OAuth2 tokens does."""
     import uvicorn
 
-    # IPPROTO_TCP named, or asyncio leaves Nagle on (see tests.support.http_server.serve).
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
+    from tests.support.http_server import loopback_socket
+
+    sock, port = loopback_socket()
     app = build().streamable_http_app()
     config = uvicorn.Config(
         app if not required else _guarded(app, required), log_level="warning", timeout_graceful_shutdown=2
