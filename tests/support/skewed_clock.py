@@ -18,11 +18,11 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from agentflow.store import runs
+from agentflow.store import claims, runs
 
 SKEW_ENV = "AGENTFLOW_TEST_CLOCK_SKEW"
 _DATABASE_CLOCK = "due_at <= now()"
-if _DATABASE_CLOCK not in runs._CLAIM:
+if _DATABASE_CLOCK not in claims._CLAIM:
     raise RuntimeError(f"the claim statement changed: {_DATABASE_CLOCK!r} not found; update this control")
 _SKEW = timedelta(seconds=float(os.environ.get(SKEW_ENV, "3")))
 _PRODUCT_CLAIM: Callable[..., Awaitable[Any]] = runs.claim
@@ -45,7 +45,7 @@ class _SkewedPool:
         return getattr(self._pool, name)
 
     async def fetch(self, sql: str, *args: Any, **kwargs: Any) -> Any:
-        if sql in (runs._CLAIM, runs._CLAIM_NO_CODE):  # a worker with code steps on, or off
+        if sql in (claims._CLAIM, claims._CLAIM_NO_CODE):  # a worker with code steps on, or off
             return await self._pool.fetch(skewed(sql), *args, datetime.now(UTC) + _SKEW, **kwargs)
         return await self._pool.fetch(sql, *args, **kwargs)
 

@@ -28,13 +28,12 @@ The SDK is imported on first use: it takes seconds to import, and most processes
 from __future__ import annotations
 
 import logging
-import os
 import tempfile
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import anyio
 import httpx2
@@ -44,6 +43,7 @@ import orjson
 from agentflow.core.errors import StepFailure
 from agentflow.core.mcp import McpServer
 from agentflow.integrations.destinations import Resolver
+from agentflow.integrations.mcp_failures import Progress, failure
 from agentflow.integrations.sdk_http import guarded_sdk_client
 
 if TYPE_CHECKING:
@@ -59,9 +59,6 @@ MAX_STRUCTURED = 1_000_000
 """Bytes of a result's structured content (as JSON) kept."""
 MAX_TOOLS = 1000
 MAX_PAGES = 50
-STDERR_TAIL = 2000
-CONNECTION_CLOSED = -32000
-REQUEST_TIMEOUT = -32001
 
 
 @dataclass(frozen=True)
@@ -148,7 +145,7 @@ class McpConnector:
         if found is not None:
             return found
 
-        async def listing(client: Client, progress: _Progress) -> tuple[McpTool, ...]:
+        async def listing(client: Client, progress: Progress) -> tuple[McpTool, ...]:
             progress.phase = "list"
             return await _listing(client, server)
 
@@ -169,7 +166,7 @@ class McpConnector:
         """
         known = self.cached(key) if key is not None else None
 
-        async def listed_then_call(client: Client, progress: _Progress) -> tuple[tuple[McpTool, ...], Any]:
+        async def listed_then_call(client: Client, progress: Progress) -> tuple[tuple[McpTool, ...], Any]:
             progress.phase = "list"
             tools = known if known is not None else await _listing(client, server)
             _check_arguments(server, tool, arguments, tools)
@@ -182,10 +179,10 @@ class McpConnector:
         return _result(server, tool, result)
 
     async def _with_client(
-        self, server: McpServer, tool: str | None, use: Callable[[Client, _Progress], Awaitable[T]]
+        self, server: McpServer, tool: str | None, use: Callable[[Client, Progress], Awaitable[T]]
     ) -> T:
         """Connect, run ``use``, close; every failure mapped (by how far it got)."""
-        progress = _Progress()
+        progress = Progress()
         # A stdio server's stderr goes to a file, whose tail explains a server that stops.
         errlog: TextIO
         with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
@@ -193,14 +190,14 @@ class McpConnector:
                 with anyio.fail_after(server.timeout.total_seconds()):
                     async with self._client(server, errlog, progress) as client:
                         return await use(client, progress)
-            except BaseException as exc:  # every failure gets its code in _failure
-                failure = _failure(exc, server, progress, tool, errlog)
-                if failure is None:
+            except BaseException as exc:  # every failure gets its code (mcp_failures)
+                coded = failure(exc, server, progress, tool, errlog)
+                if coded is None:
                     raise
-                raise failure from None
+                raise coded from None
 
     @asynccontextmanager
-    async def _client(self, server: McpServer, errlog: TextIO, progress: _Progress) -> AsyncIterator[Client]:
+    async def _client(self, server: McpServer, errlog: TextIO, progress: Progress) -> AsyncIterator[Client]:
         from mcp import Client, StdioServerParameters
         from mcp.client.stdio import stdio_client
         from mcp.client.streamable_http import streamable_http_client
@@ -232,14 +229,6 @@ class McpConnector:
             ) as c,
         ):
             yield c
-
-
-@dataclass
-class _Progress:
-    """How far an operation got: ``start`` (spawn, connect, handshake), ``list`` or ``call``."""
-
-    phase: str = "start"
-    http_status: int | None = None
 
 
 async def _listing(client: Client, server: McpServer) -> tuple[McpTool, ...]:
@@ -335,128 +324,3 @@ def _drop_bytes(block: dict[str, Any]) -> None:
     for name in ("data", "blob"):
         if isinstance(block.get(name), str):
             block["bytes"] = len(block.pop(name)) * 3 // 4
-
-
-def _leaves(exc: BaseException) -> list[BaseException]:
-    """The exceptions inside (nested) exception groups, or ``exc`` itself."""
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
-    return [exc]
-
-
-def _failure(
-    exc: BaseException, server: McpServer, progress: _Progress, tool: str | None, errlog: IO[str]
-) -> StepFailure | None:
-    """The structured failure for ``exc``, or None to let it pass (cancellation, ...)."""
-    from mcp import MCPError
-    from pydantic import ValidationError
-
-    leaves = _leaves(exc)
-    if any(isinstance(leaf, (KeyboardInterrupt, SystemExit)) for leaf in leaves):
-        return None
-    for leaf in leaves:
-        if isinstance(leaf, StepFailure):
-            return leaf  # ours (mcp_tool_unknown, invalid_tool_args) or the guard's refusals
-    cancelled = anyio.get_cancelled_exc_class()
-    found = next((e for e in leaves if not isinstance(e, cancelled)), None)
-    if found is None:
-        return None  # a cancellation from outside (the step's own timeout, shutdown): let it go
-    leaf = found
-    phase = progress.phase
-    details: dict[str, Any] = {"server": server.name, "transport": server.transport, "phase": phase}
-    if tool is not None:
-        details["tool"] = tool
-    stderr = _tail(errlog)
-    if stderr:
-        details["stderr"] = stderr
-    said = f" Its stderr ends with: {stderr[-500:]!r}" if stderr else ""
-    who = f"MCP server {server.name!r} ({server.where()})"
-    doing = f"the call to {tool!r}" if phase == "call" else "the connection"
-    if isinstance(leaf, TimeoutError) or (isinstance(leaf, MCPError) and leaf.code == REQUEST_TIMEOUT):
-        what = "start and answer" if phase == "start" else f"answer {doing}"
-        return _unavailable(
-            f"{who} did not {what} within {server.timeout.total_seconds():g}s.{said}",
-            details,
-            "Check that the server answers (start it by hand on the worker), or raise its timeout.",
-        )
-    if isinstance(leaf, OSError) and phase == "start" and server.command is not None:
-        return _unavailable(
-            f"{who} could not be started: {leaf.strerror or leaf}.",
-            {**details, "error": type(leaf).__name__},
-            f"Install {server.command[0]!r} on every worker, or give its full path as command[0].",
-        )
-    if isinstance(leaf, MCPError) and leaf.code == CONNECTION_CLOSED:
-        if phase == "call":
-            return StepFailure(
-                "mcp_connection_lost",
-                f"{who} closed the connection during {doing} (did it crash?); the call may or may "
-                f"not have taken effect.{said}",
-                retryable=True,
-                details=details,
-                solution="Look at the server's own logs for why it stopped; the step is retried.",
-            )
-        return _unavailable(
-            f"{who} closed the connection before answering (it exited, or is not an MCP "
-            f"server on {server.transport}).{said}",
-            details,
-            "Start the command by hand on the worker to see why it stops, and check it speaks "
-            "MCP over stdio (or the URL serves MCP over streamable HTTP).",
-        )
-    if isinstance(leaf, MCPError) and progress.http_status is not None:
-        return _http_status(progress.http_status, who, doing, details)
-    if isinstance(leaf, MCPError):
-        return StepFailure(
-            "mcp_protocol_error",
-            f"{who} answered {doing} with error {leaf.code}: {leaf.message[:1000]}",
-            retryable=False,
-            details={**details, "mcp_code": leaf.code},
-            solution="Check the server's version and what it expects; its error says what is wrong.",
-        )
-    if isinstance(leaf, ValidationError):
-        return StepFailure(
-            "mcp_protocol_error",
-            f"{who} sent an answer that is not valid MCP: {str(leaf)[:1000]}",
-            retryable=False,
-            details=details,
-            solution="Upgrade the server or use one that follows the MCP specification.",
-        )
-    return _unavailable(
-        f"{who} could not be reached: {type(leaf).__name__}: {str(leaf)[:1000]}.{said}",
-        {**details, "error": type(leaf).__name__},
-        "Check the URL (or command), the network, and that the server is running.",
-    )
-
-
-def _http_status(status: int, who: str, doing: str, details: dict[str, Any]) -> StepFailure:
-    """An HTTP error status under the SDK's JSON-RPC error: retryable when the server may recover."""
-    details = {**details, "http_status": status}
-    message = f"{who} answered {doing} with HTTP {status}"
-    if status in (408, 425, 429) or status >= 500:
-        return _unavailable(
-            f"{message}.", details, "The server is overloaded or failing; the step is retried."
-        )
-    if status in (401, 403):
-        solution = "Check the server's headers (Authorization): it refused them."
-    elif status == 404:
-        solution = "Check the URL's path: it is where the server serves MCP (often /mcp)."
-    else:
-        solution = "Check the URL and headers against what the server expects."
-    return StepFailure(
-        "mcp_protocol_error", f"{message}.", retryable=False, details=details, solution=solution
-    )
-
-
-def _unavailable(message: str, details: dict[str, Any], solution: str) -> StepFailure:
-    return StepFailure("mcp_unavailable", message, retryable=True, details=details, solution=solution)
-
-
-def _tail(errlog: IO[str]) -> str:
-    """The last lines a stdio server wrote to stderr (empty for HTTP servers)."""
-    try:
-        fd = errlog.fileno()
-        size = os.fstat(fd).st_size
-        start = max(0, size - STDERR_TAIL * 4)
-        raw = os.pread(fd, size - start, start)
-    except (OSError, ValueError):
-        return ""
-    return raw.decode("utf-8", "replace")[-STDERR_TAIL:].strip()
