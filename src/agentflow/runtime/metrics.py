@@ -9,6 +9,8 @@ other run counts as ``other``; a ``model`` label carries the model's name for th
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -97,8 +99,8 @@ def observe_step(
 ) -> None:
     """Count a checkpointed step attempt: its duration and, for model calls, their tokens
     (input, output, cached input) and cost."""
-    STEPS.labels(status).inc()
-    STEP_SECONDS.labels(kind, status, workflow).observe(max(seconds, 0.0))
+    _child(STEPS, status).inc()
+    _child(STEP_SECONDS, kind, status, workflow).observe(max(seconds, 0.0))
     if model is None:
         return
     name = MODELS.of(model)
@@ -108,3 +110,16 @@ def observe_step(
             MODEL_TOKENS.labels(name, kind_of_token).inc(count)
     if usd:
         MODEL_COST.labels(name).inc(usd)
+
+
+_CHILDREN: dict[tuple[Any, tuple[str, ...]], Any] = {}
+
+
+def _child(metric: Counter | Histogram, *values: str) -> Any:
+    """``metric.labels(*values)``, kept: looking a child up is a dict hit instead of the
+    client's checks and lock at every step (the label values are bounded, see above)."""
+    key = (metric, values)
+    found = _CHILDREN.get(key)
+    if found is None:
+        found = _CHILDREN[key] = metric.labels(*values)
+    return found

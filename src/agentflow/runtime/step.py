@@ -212,7 +212,10 @@ async def decide(
         transition, error = _failed(config, ran, state, failure, retryable, concurrent)
     output = transition.step_output if transition.handled else result.output if transition.advances else None
     counter = cursor.step_seq + (taken if transition.advances or concurrent else 0)
-    outcome = _outcome(
+    # What the step saw of the inbox: the checkpoint consumes the rows a completed step used
+    # (exactly once, fenced), and compares the delivery count it saw.
+    used = result.consumed if result.consumed is not None else () if result.passes_inbox else ran.inbox.ids
+    return _outcome(
         transition,
         cursor,
         ran.attempt,
@@ -229,16 +232,9 @@ async def decide(
         usage=_usage(ran.env),
         request=result.request if failure is None else None,
         notifications=list(result.notifications) if failure is None else [],
+        inbox_seen=ran.inbox.seen,
+        consumed=used if transition.step_status == "completed" else (),
     )
-    completed = transition.step_status == "completed"
-    used = result.consumed if result.consumed is not None else () if result.passes_inbox else ran.inbox.ids
-    return _with_inbox(outcome, ran.inbox, used if completed else ())
-
-
-def _with_inbox(outcome: StepOutcome, inbox: Inbox, consumed: tuple[int, ...]) -> StepOutcome:
-    """Tell the checkpoint what the step saw of the inbox: it consumes the rows the step
-    used (exactly once, fenced), and compares the delivery count it saw."""
-    return replace(outcome, run=replace(outcome.run, inbox_seen=inbox.seen, consumed=consumed))
 
 
 def _failed(
@@ -281,6 +277,8 @@ def _outcome(
     usage: ModelUsage | None = None,
     request: dict[str, Any] | None = None,
     notifications: list[dict[str, Any]] | None = None,
+    inbox_seen: int = 0,
+    consumed: tuple[int, ...] = (),
 ) -> StepOutcome:
     run_error = transition.error.to_json() if transition.error else None
     run = RunWrite(
@@ -294,6 +292,8 @@ def _outcome(
         wake_at=transition.wake_at,
         counter=cursor.step_seq,
         next_counter=next_counter,
+        inbox_seen=inbox_seen,
+        consumed=consumed,
     )
     step = StepWrite(
         seq=cursor.step_seq if seq is None else seq,
