@@ -68,7 +68,7 @@ def run_sampling(command: list[str]) -> dict[str, float]:
                 except psutil.Error:
                     continue
         time.sleep(0.05)
-    used: collections.Counter[str] = collections.Counter()
+    used: dict[str, float] = collections.defaultdict(float)
     for pid, (kind, seconds) in last.items():
         used[kind] += seconds - before.get(pid, 0.0)  # a server running before: only this run's
     return dict(used)
