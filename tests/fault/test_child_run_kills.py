@@ -88,7 +88,7 @@ def parent_flow(name: str, kid: str) -> dict[str, Any]:
 OUTSIDE_START = """
 import asyncio, uuid
 import agentflow.nodes.run_workflow as rw
-from agentflow.core.planner import NodeResult
+from agentflow.core.step_results import NodeResult
 _real = rw.RunWorkflowRunner.run
 async def _started_outside(self, node, ctx, env):
     shown, result = await _real(self, node, ctx, env)

@@ -15,8 +15,8 @@ from agentflow.api.app import create_app
 from agentflow.core.config_validation import content_hash
 from agentflow.core.ids import DEFAULT_WORKSPACE
 from agentflow.core.node_specs import NODE_SPECS, NodeSpec, register_node_spec
-from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
+from agentflow.core.step_results import NodeResult
 from agentflow.engine import Engine
 from agentflow.nodes.base import BaseRunner, NodeEnv
 from agentflow.nodes.registry import RUNNERS, register_runner

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from agentflow.core import condition_ops as ops
 from agentflow.core import regex_guard
+from agentflow.core.condition_explanations import explain
 from agentflow.core.condition_predicates import compile_condition
 from agentflow.core.conditions import (
     MAX_DEPTH,
@@ -30,7 +31,6 @@ from agentflow.core.conditions import (
     check_conditions,
     dump_conditions,
     evaluate,
-    explain,
     parse_conditions,
     parse_path,
     resolve,

@@ -4,9 +4,9 @@ from agentflow.core import planner
 from agentflow.core.config_validation import validate_config
 from agentflow.core.definitions import StructuredConfig
 from agentflow.core.errors import ErrorInfo
-from agentflow.core.planner import NodeResult
 from agentflow.core.retry import RetryPolicy
 from agentflow.core.statuses import RunStatus
+from agentflow.core.step_results import NodeResult
 
 
 def config() -> StructuredConfig:

@@ -14,8 +14,8 @@ from agentflow.core.definitions import StructuredConfig
 from agentflow.core.errors import ConfigError
 from agentflow.core.graph.catalog import describe_kind
 from agentflow.core.graph.child_nodes import RunWorkflowNode, child_run_id, started_output
-from agentflow.core.planner import Transition
 from agentflow.core.statuses import RunStatus
+from agentflow.core.step_results import Transition
 
 
 def call(**fields: Any) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from agentflow.core.config_validation import config_document, validate_config
 from agentflow.core.definitions import StructuredConfig
 from agentflow.core.errors import ConfigError, StepFailure
 from agentflow.core.state_definition import MAX_STATE_BYTES, check_start_state, start_errors
+from agentflow.core.step_results import NodeResult
 from agentflow.core.templating import render
 
 DEFINITION = {
@@ -216,7 +217,7 @@ def test_saves_render_with_the_output_and_the_current_state() -> None:
     after = planner.save_to_state(c, state, c.node("a"), context, {"total": 5, "who": "Ada"})
     assert after["vars"] == {**state["vars"], "count": 15, "name": "4-Ada"}
     assert state["vars"]["count"] == 10, "the input state must not be mutated"
-    moved = planner.on_success(c, after, c.node("a"), planner.NodeResult())
+    moved = planner.on_success(c, after, c.node("a"), NodeResult())
     assert moved.state == {"node": "b", "vars": after["vars"]}, "saved variables travel with the cursor"
     assert planner.on_failure(c.retry, state, 1, StepFailure("x", "y").info, True, lambda: 0.5).state is state
 

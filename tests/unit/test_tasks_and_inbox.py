@@ -13,7 +13,7 @@ from agentflow.core.config_validation import validate_config
 from agentflow.core.definitions import StructuredConfig
 from agentflow.core.errors import ConfigError, ConflictError
 from agentflow.core.inbox import AWAITING_EVENT, Inbox, InboxItem
-from agentflow.core.planner import NodeResult
+from agentflow.core.step_results import NodeResult
 from agentflow.core.tasks import apply_change, event_message_id, event_topic, parse_change, parse_query
 
 NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)

@@ -22,8 +22,8 @@ from agentflow.core.agent_state import AgentState, arguments_hash
 from agentflow.core.chat import ToolCall
 from agentflow.core.errors import ErrorInfo
 from agentflow.core.link_tokens import ANSWER_PAGE, REPLY_HINT, holder, new_token, reply_token_for, token_hash
-from agentflow.core.planner import Transition
 from agentflow.core.statuses import RunStatus
+from agentflow.core.step_results import Transition
 from agentflow.store import agent_reads
 from agentflow.store.checkpoints import NO_EFFECTS, Effects
 

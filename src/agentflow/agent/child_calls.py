@@ -24,9 +24,9 @@ from agentflow.core.agent_state import AgentState
 from agentflow.core.chat import ToolCall
 from agentflow.core.definitions import AgentConfig
 from agentflow.core.graph.output_params import shape_output
-from agentflow.core.planner import Transition
 from agentflow.core.records import RunRecord
 from agentflow.core.statuses import RunStatus
+from agentflow.core.step_results import Transition
 from agentflow.store import agent_reads
 from agentflow.store.checkpoints import NO_EFFECTS, Effects
 

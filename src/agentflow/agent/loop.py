@@ -41,9 +41,9 @@ from agentflow.core.chat import ToolCall
 from agentflow.core.definitions import AgentConfig
 from agentflow.core.errors import ErrorInfo, StepFailure
 from agentflow.core.inbox import AWAITING_EVENT, Inbox
-from agentflow.core.planner import Transition
 from agentflow.core.records import RunRecord
 from agentflow.core.statuses import RunStatus
+from agentflow.core.step_results import Transition
 from agentflow.llm import streaming
 from agentflow.llm.base import ModelError
 from agentflow.store import agent_reads

@@ -7,7 +7,7 @@ from typing import Any
 
 from agentflow.core.agent_knowledge import AgentKnowledge
 from agentflow.core.errors import ErrorInfo
-from agentflow.core.planner import Transition
+from agentflow.core.step_results import Transition
 from agentflow.store.checkpoints import Effects
 
 

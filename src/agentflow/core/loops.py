@@ -17,8 +17,9 @@ from agentflow.core.graph import frontier
 from agentflow.core.graph.frontier import Activation, Loop
 from agentflow.core.graph.looping import DONE, ITERATION, ForEachNode, LoopProgress, loop_results
 from agentflow.core.node_specs import ERROR_PORT
-from agentflow.core.planner import Transition, moved, variables
+from agentflow.core.planner import moved, variables
 from agentflow.core.statuses import RunStatus
+from agentflow.core.step_results import Transition
 
 
 @dataclass(frozen=True)

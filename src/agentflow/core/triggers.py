@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from agentflow.core import conditions
+from agentflow.core import condition_explanations, conditions
 from agentflow.core.condition_ops import ABSENT
 from agentflow.core.condition_predicates import Predicate, compile_condition
 from agentflow.core.conversations import ConversationTemplate
@@ -184,7 +184,7 @@ def conditions_hold(trigger: Trigger, event: Event, now: datetime) -> tuple[bool
     condition = trigger._condition
     if condition is None:
         return True, None
-    explanation = conditions.explain(condition, event_document(event), now=now)
+    explanation = condition_explanations.explain(condition, event_document(event), now=now)
     return explanation.matched, explanation.to_json()
 
 

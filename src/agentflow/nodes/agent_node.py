@@ -8,8 +8,8 @@ from typing import Any
 from agentflow.core.agent_memory import checked_key
 from agentflow.core.graph.agent_nodes import AgentNode, attached_memory
 from agentflow.core.node_specs import NodeSpec
-from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
+from agentflow.core.step_results import NodeResult
 from agentflow.nodes.base import BaseRunner, NodeEnv
 
 

@@ -15,8 +15,8 @@ from agentflow.core.errors import StepFailure
 from agentflow.core.inbox import EMPTY, Inbox
 from agentflow.core.mcp import McpServer
 from agentflow.core.node_specs import NodeSpec
-from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
+from agentflow.core.step_results import NodeResult
 from agentflow.core.templating import copied, has_templates, render
 from agentflow.core.tools import ToolRegistry
 from agentflow.integrations.mcp_client import McpConnector

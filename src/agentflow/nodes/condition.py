@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from agentflow.core import conditions
+from agentflow.core import condition_explanations
 from agentflow.core.graph.branching import DEFAULT_PORT, ConditionNode
 from agentflow.core.node_specs import NodeSpec
-from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
+from agentflow.core.step_results import NodeResult
 from agentflow.nodes.base import BaseRunner, NodeEnv
 
 
@@ -26,7 +26,7 @@ class ConditionRunner(BaseRunner):
         tested = []
         chosen = DEFAULT_PORT
         for branch in node.branches:
-            explanation = conditions.explain(branch.condition, document, now=now)
+            explanation = condition_explanations.explain(branch.condition, document, now=now)
             tested.append({"port": branch.port, **explanation.to_json()})
             if explanation.matched:
                 chosen = branch.port

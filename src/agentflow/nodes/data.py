@@ -15,8 +15,8 @@ from agentflow.core.errors import StepFailure
 from agentflow.core.graph.data_nodes import FilterNode, MappingNode, SortNode, SplitNode
 from agentflow.core.json_paths import resolve
 from agentflow.core.node_specs import NodeSpec
-from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
+from agentflow.core.step_results import NodeResult
 from agentflow.nodes.base import BaseRunner, NodeEnv
 
 

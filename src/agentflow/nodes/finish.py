@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from agentflow.core.node_specs import FinishNode, NodeSpec
-from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
+from agentflow.core.step_results import NodeResult
 from agentflow.nodes.base import BaseRunner, NodeEnv
 
 

@@ -6,7 +6,8 @@ policy decides about another attempt. Every attempt carries the same ``Idempoten
 (``run_id:step_seq``), so a server that honours it applies a retried POST once. The guarded
 client refuses destinations the allow-list does not open, bodies past its size limit and
 exchanges past its deadline; those refusals, transport failures and unexpected statuses
-become ``StepFailure`` codes with a solution, which the node's ``error`` port can handle.
+become ``StepFailure`` codes with a solution (``agentflow.nodes.http_failures``), which the
+node's ``error`` port can handle.
 
 Messages and error details name the URL's origin (``scheme://host:port``) only: paths and
 queries often hold secrets (a webhook's token), and errors end up in logs and the console.
@@ -29,20 +30,19 @@ from typing import Any
 import httpx
 
 from agentflow.core.errors import StepFailure
-from agentflow.core.graph.action_nodes import HttpRequestNode, is_retryable_status, rendered_url_problem
+from agentflow.core.graph.action_nodes import HttpRequestNode, rendered_url_problem
 from agentflow.core.node_specs import NodeSpec
-from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
+from agentflow.core.step_results import NodeResult
 from agentflow.core.templating import has_templates
 from agentflow.integrations.bound_auth import CREDENTIAL_EXTENSION, BoundAuth
 from agentflow.integrations.guarded_http import DEADLINE_EXTENSION
 from agentflow.integrations.http_errors import origin_of
-from agentflow.llm.retrying import retry_after_seconds
 from agentflow.nodes.base import BaseRunner, NodeEnv
 from agentflow.nodes.credential_access import Resolved, scrubbed, scrubbed_failure
+from agentflow.nodes.http_failures import EXCERPT_CHARS, response_text, status_failure, transport_failure
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
-EXCERPT_CHARS = 1000
 REDACTED = "[redacted]"
 _SECRET_HEADER = re.compile(r"auth|cookie|token|secret|password|passwd|api[-_]?key|signature", re.IGNORECASE)
 _JSON_TYPE = re.compile(r"^application/([a-z0-9.+-]*\+)?json\b")
@@ -78,7 +78,7 @@ class HttpRequestRunner(BaseRunner):
             response = await _exchange(env.http, node, ctx, env, request, used)
             status = response.status_code
             if not node.accepts(status):
-                raise _status_failure(node, request, response)
+                raise status_failure(node, request.method, request.origin, response)
             output = {
                 "status": status,
                 "headers": dict(response.headers.items()),
@@ -132,7 +132,7 @@ async def _send(
     try:
         return await http.request(request.method, target, **options)
     except Exception as exc:  # the guarded client's refusals and every transport failure
-        failure = _transport_failure(exc, node, request)
+        failure = transport_failure(exc, node, request.method, request.origin, request.limit)
         if failure is None:
             raise
         raise failure from None
@@ -285,132 +285,28 @@ def _default_header(headers: dict[str, str], name: str, value: str) -> None:
         headers[name] = value
 
 
-def _transport_failure(exc: Exception, node: HttpRequestNode, request: _Request) -> StepFailure | None:
-    """The step failure for an exception raised while sending, or None for a bug to propagate."""
-    where = f"http_request node {node.id!r}: {request.method} {request.origin}"
-    details: dict[str, Any] = {"node": node.id, "method": request.method, "origin": request.origin}
-    if isinstance(exc, httpx.TimeoutException):  # the client's deadline, or one phase's limit
-        seconds = request.limit or (exc.info.details.get("timeout") if isinstance(exc, StepFailure) else None)
-        within = f" within {seconds:g}s" if isinstance(seconds, int | float) else " in time"
-        return StepFailure(
-            "http_timeout",
-            f"{where} did not answer{within}",
-            retryable=True,
-            details={**details, "timeout": seconds},
-            solution="The step is retried by its retry policy; raise the node's 'timeout' if the "
-            "server is known to be slow.",
-        )
-    if isinstance(exc, StepFailure):  # destination_blocked, response_too_large: not retried
-        info = exc.info
-        return StepFailure(
-            info.code, f"http_request node {node.id!r}: {info.message}", retryable=exc.retryable,
-            details={**info.details, **details}, solution=info.solution,
-        )  # fmt: skip
-    if isinstance(exc, httpx.TooManyRedirects):
-        return StepFailure(
-            "http_too_many_redirects",
-            f"{where} redirected too many times",
-            retryable=False,
-            details=details,
-            solution="Point 'url' at the final address instead of one that redirects.",
-        )
-    if isinstance(exc, httpx.DecodingError):
-        return StepFailure(
-            "http_bad_response",
-            f"{where} answered with a body that cannot be decoded: {exc}",
-            retryable=False,
-            details=details,
-            solution="Check the server's Content-Encoding; ask it for an uncompressed or gzip body.",
-        )
-    if isinstance(exc, httpx.InvalidURL | httpx.UnsupportedProtocol):
-        return StepFailure(
-            "http_url_invalid",
-            f"http_request node {node.id!r}: the URL is not usable: {exc}",
-            retryable=False,
-            details={"node": node.id, "field": "url"},
-            solution="Make 'url' render to a full http or https URL, e.g. https://api.example.com/v1/items.",
-        )
-    if isinstance(exc, httpx.ConnectError):
-        return StepFailure(
-            "http_connect_failed",
-            f"{where}: could not connect: {exc}",
-            retryable=True,
-            details=details,
-            solution="The step is retried by its retry policy; check that the host is right and up.",
-        )
-    if isinstance(exc, httpx.HTTPError):
-        return StepFailure(
-            "http_failed",
-            f"{where} failed: {type(exc).__name__}: {exc}",
-            retryable=True,
-            details=details,
-            solution="The step is retried by its retry policy; check the server if it keeps failing.",
-        )
-    return None
-
-
-def _status_failure(node: HttpRequestNode, request: _Request, response: httpx.Response) -> StepFailure:
-    status = response.status_code
-    retryable = is_retryable_status(status)
-    details: dict[str, Any] = {
-        "node": node.id,
-        "method": request.method,
-        "origin": request.origin,
-        "status": status,
-        "body": _text(response)[:EXCERPT_CHARS],
-    }
-    wait = retry_after_seconds(response.headers) if retryable else None
-    if wait is not None:
-        details["retry_after"] = wait  # seconds the server asked for (see the report on retries)
-    if status == 429:
-        solution = (
-            "The server is rate limiting: the step is retried by its retry policy; give it a "
-            "longer 'retry.initial_delay', or send fewer requests."
-        )
-    elif retryable:
-        solution = "The step is retried by its retry policy; check the server if it keeps failing."
-    else:
-        solution = (
-            "Check the request (URL, headers, body) against the API. If this status is an answer "
-            "the workflow handles, add it to 'expect', or connect the node's 'error' port."
-        )
-    reason = f" {response.reason_phrase}" if response.reason_phrase else ""
-    return StepFailure(
-        "http_status",
-        f"http_request node {node.id!r}: {request.method} {request.origin} answered {status}{reason}",
-        retryable=retryable,
-        details=details,
-        solution=solution,
-    )
-
-
 def _body(node: HttpRequestNode, request: _Request, response: httpx.Response) -> Any:
     """The body as ``response`` says: JSON, or text (None for HEAD and, but as text, when empty)."""
     if request.method == "HEAD":
         return None
     if node.response == "text":
-        return _text(response)
+        return response_text(response)
     if not response.content:  # 204, or an empty answer: null, whatever its type says
         return None
     content_type = response.headers.get("content-type", "").strip().lower()
     if node.response == "auto" and not _JSON_TYPE.match(content_type):
-        return _text(response)
+        return response_text(response)
     try:
         return json.loads(response.content)
     except (ValueError, RecursionError):
         if node.response == "auto":  # said JSON, is not: keep what came
-            return _text(response)
+            return response_text(response)
         raise StepFailure(
             "http_response_not_json",
             f"http_request node {node.id!r}: {request.method} {request.origin} answered "
             f"{response.status_code} with a body that is not JSON",
             retryable=False,
-            details={"node": node.id, "status": response.status_code, "body": _text(response)[:EXCERPT_CHARS],
-                     "content_type": content_type},
+            details={"node": node.id, "status": response.status_code,
+                     "body": response_text(response)[:EXCERPT_CHARS], "content_type": content_type},
             solution="Use response: text (or auto) for this endpoint, or fix the request so it answers JSON.",
         ) from None  # fmt: skip
-
-
-def _text(response: httpx.Response) -> str:
-    """The body as text (NUL characters replaced: the database stores no NUL in text)."""
-    return response.text.replace("\0", "\ufffd")

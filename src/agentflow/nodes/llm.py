@@ -17,8 +17,8 @@ from agentflow.core.chat import Message, ModelRequest, ModelResponse, Spend
 from agentflow.core.errors import StepFailure
 from agentflow.core.graph.model_nodes import LlmNode
 from agentflow.core.node_specs import NodeSpec
-from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
+from agentflow.core.step_results import NodeResult
 from agentflow.llm import streaming
 from agentflow.llm.base import ModelError, ModelProvider
 from agentflow.llm.decoding import StructuredOutputError

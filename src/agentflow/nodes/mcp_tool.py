@@ -13,8 +13,8 @@ from typing import Any
 from agentflow.core.errors import StepFailure
 from agentflow.core.graph.mcp_nodes import McpToolNode
 from agentflow.core.node_specs import NodeSpec
-from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
+from agentflow.core.step_results import NodeResult
 from agentflow.integrations.mcp_client import McpConnector
 from agentflow.nodes.base import BaseRunner, NodeEnv
 from agentflow.nodes.credential_access import scrubbed

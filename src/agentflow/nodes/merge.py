@@ -7,8 +7,8 @@ from typing import Any
 from agentflow.core.errors import StepFailure
 from agentflow.core.graph.joining import MergeNode, deep_merge
 from agentflow.core.node_specs import NodeSpec
-from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
+from agentflow.core.step_results import NodeResult
 from agentflow.nodes.base import BaseRunner, NodeEnv
 
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentflow.core.inbox import InboxItem
-from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
+from agentflow.core.step_results import NodeResult
 from agentflow.nodes.base import NodeEnv
 
 REQUEST_KIND = "request"

@@ -14,8 +14,8 @@ from typing import Any
 from agentflow.core.errors import StepFailure
 from agentflow.core.graph.code_nodes import MAX_MEMORY_MB, MAX_OUTPUT_BYTES, RunCodeNode
 from agentflow.core.node_specs import NodeSpec
-from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
+from agentflow.core.step_results import NodeResult
 from agentflow.integrations.sandbox import CodeLimits, Outcome, Verdict
 from agentflow.integrations.sandbox.outcome import MiB
 from agentflow.nodes.base import BaseRunner, NodeEnv

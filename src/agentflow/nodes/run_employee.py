@@ -11,8 +11,8 @@ from agentflow.core.errors import StepFailure
 from agentflow.core.graph.child_nodes import child_run_id, started_output
 from agentflow.core.graph.employee_nodes import RESPONSE_SCHEMA, RunEmployeeNode
 from agentflow.core.node_specs import NodeSpec
-from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
+from agentflow.core.step_results import NodeResult
 from agentflow.nodes.base import BaseRunner, NodeEnv
 from agentflow.nodes.workflow_access import may_start_child
 

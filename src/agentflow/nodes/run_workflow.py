@@ -14,9 +14,9 @@ from agentflow.core import planner
 from agentflow.core.errors import ConfigError, StepFailure
 from agentflow.core.graph.child_nodes import RunWorkflowNode, child_run_id, started_output
 from agentflow.core.node_specs import NodeSpec
-from agentflow.core.planner import NodeResult
 from agentflow.core.starts import check_payload
 from agentflow.core.step_context import StepContext
+from agentflow.core.step_results import NodeResult
 from agentflow.nodes.base import BaseRunner, NodeEnv
 from agentflow.nodes.workflow_access import may_start_child
 

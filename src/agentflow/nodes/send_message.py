@@ -26,8 +26,8 @@ import httpx
 from agentflow.core.errors import StepFailure
 from agentflow.core.graph.message_nodes import SendMessageNode, recipient_problem
 from agentflow.core.node_specs import NodeSpec
-from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
+from agentflow.core.step_results import NodeResult
 from agentflow.core.templating import has_templates
 from agentflow.integrations.http_errors import origin_of
 from agentflow.nodes.base import BaseRunner, NodeEnv

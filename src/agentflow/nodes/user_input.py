@@ -22,8 +22,8 @@ from agentflow.core.graph.message_nodes import EMAIL
 from agentflow.core.link_tokens import ANSWER_PAGE, REPLY_HINT, holder, new_token, reply_token_for, token_hash
 from agentflow.core.node_specs import NodeSpec
 from agentflow.core.people import role_of
-from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
+from agentflow.core.step_results import NodeResult
 from agentflow.nodes.base import BaseRunner, NodeEnv
 from agentflow.nodes.parked_requests import parked, wait_on
 from agentflow.nodes.people_access import Assigned

@@ -15,8 +15,8 @@ from typing import Any
 from agentflow.core.conditions import check_conditions
 from agentflow.core.errors import StepFailure
 from agentflow.core.node_specs import NodeSpec, WaitNode
-from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
+from agentflow.core.step_results import NodeResult
 from agentflow.nodes.base import BaseRunner, NodeEnv
 from agentflow.nodes.parked_requests import parked, system_request, wait_on
 

@@ -19,8 +19,8 @@ from agentflow.core.graph.action_nodes import rendered_url_problem
 from agentflow.core.graph.callback_nodes import TIMEOUT, WaitCallbackNode
 from agentflow.core.link_tokens import holder, new_token, token_hash
 from agentflow.core.node_specs import NodeSpec
-from agentflow.core.planner import NodeResult
 from agentflow.core.step_context import StepContext
+from agentflow.core.step_results import NodeResult
 from agentflow.nodes.base import BaseRunner, NodeEnv
 from agentflow.nodes.parked_requests import parked, system_request, wait_on
 

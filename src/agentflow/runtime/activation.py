@@ -21,9 +21,9 @@ from agentflow.core.graph.output_params import shape_output
 from agentflow.core.inbox import Inbox
 from agentflow.core.node_specs import NodeSpec
 from agentflow.core.payload_format import with_nested_keys
-from agentflow.core.planner import NodeResult
 from agentflow.core.records import RunRecord
 from agentflow.core.step_context import StepContext
+from agentflow.core.step_results import NodeResult
 from agentflow.nodes.base import NodeEnv
 from agentflow.nodes.registry import runner_for
 from agentflow.runtime import tracing

@@ -20,9 +20,9 @@ from agentflow.core.definitions import StructuredConfig
 from agentflow.core.errors import ErrorInfo, StepFailure
 from agentflow.core.graph.looping import ForEachNode, LoopProgress
 from agentflow.core.inbox import EMPTY, Inbox
-from agentflow.core.planner import NodeResult, Transition
 from agentflow.core.records import RunRecord
 from agentflow.core.statuses import RunStatus
+from agentflow.core.step_results import NodeResult, Transition
 from agentflow.nodes.base import NodeEnv
 from agentflow.nodes.rendering import call_rendering
 from agentflow.runtime.activation import Ran as Ran
