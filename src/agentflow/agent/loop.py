@@ -15,9 +15,6 @@ import time
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
-from uuid import UUID
-
-import asyncpg
 
 from agentflow.agent import child_calls, mcp_tools, memory, toolbox
 from agentflow.agent.approval_gate import approval_gate
@@ -25,16 +22,15 @@ from agentflow.agent.calls import CallContext, ToolOutcome, refusal
 from agentflow.agent.decision import context_inputs, decision_request
 from agentflow.agent.env import AgentEnv
 from agentflow.agent.outcome import AgentStep
+from agentflow.agent.stops import output_invalid, over_daily, stuck, suspend
 from agentflow.core import planner
 from agentflow.core.agent_context import DECIDE_KIND, TOOL_KIND
 from agentflow.core.agent_knowledge import FRESH_SECS, AgentKnowledge
 from agentflow.core.agent_state import (
     WALL_TIME_BREACH,
     AgentState,
-    Breach,
     WorkspaceSpend,
     check_budget,
-    check_workspace_budget,
     needs_approval,
 )
 from agentflow.core.chat import ToolCall
@@ -115,13 +111,13 @@ async def _decide(
     seq, attempt = position
     if elapsed is None:
         elapsed = await agent_reads.elapsed_seconds(env.pool, run.workspace_id, run.id)
-    breach = check_budget(config.budget, state, elapsed, before="model") or _over_daily(
+    breach = check_budget(config.budget, state, elapsed, before="model") or over_daily(
         reads.spend, env.workspace_daily_usd, env.workspace_daily_tokens
     )
     if breach is not None:
-        return _suspend(state, breach)
+        return suspend(state, breach)
     if state.refused >= MAX_REFUSED_IN_ROW:
-        return _stuck(state)
+        return stuck(state)
     try:  # the MCP servers' tools: asked once per version and worker, kept after that
         mcp_offer = await mcp_tools.offered(config, run, env)
     except StepFailure as failure:
@@ -229,7 +225,7 @@ async def _act(
         elapsed = await agent_reads.elapsed_seconds(env.pool, run.workspace_id, run.id)
     breach = check_budget(config.budget, state, elapsed, before="tool")
     if breach is not None:
-        return _suspend(state, breach)
+        return suspend(state, breach)
     # Only an account owner as a recipient reads the account: a notification, an approval notice.
     asks_owner = call.name == "send_notification" or (
         needs_approval(config, call.name) and "account_owner" in config.approval.notify
@@ -255,7 +251,7 @@ async def _act(
             outcome = gate
     if outcome is not None and call.name == "complete" and config.output_schema is not None:
         if state.invalid_outputs >= config.output_retries:
-            return _output_invalid(state, call, outcome, step_input)
+            return output_invalid(state, call, outcome, step_input)
         state = replace(state, invalid_outputs=state.invalid_outputs + 1)
     if outcome is None:
         try:
@@ -320,7 +316,7 @@ async def _wait_on(
         elapsed = await agent_reads.elapsed_seconds(env.pool, run.workspace_id, run.id)
     breach = check_budget(config.budget, state, elapsed, before="tool")
     if breach is not None and breach.code == WALL_TIME_BREACH:
-        return _suspend(state, breach)
+        return suspend(state, breach)
     return child_calls.look_by(waiting, _wall_time_left(config, state, elapsed))
 
 
@@ -333,50 +329,6 @@ def _elapsed(run: RunRecord, now: datetime | None) -> float | None:
     if now is None:
         return None
     return max((now - (run.started_at or run.created_at)).total_seconds(), 0.0)
-
-
-async def workspace_breach(
-    pool: asyncpg.Pool,
-    workspace_id: UUID,
-    default_usd: float,
-    default_tokens: int,
-    known: WorkspaceSpend | None = None,
-) -> Breach | None:
-    """Whether the workspace's model spend today has reached its own daily limit, else the
-    default; ``known``: the spend and limits as just returned by a checkpoint (not read again)."""
-    spend = known if known is not None else await agent_reads.workspace_spend(pool, workspace_id)
-    return _over_daily(spend, default_usd, default_tokens)
-
-
-def _over_daily(spend: WorkspaceSpend, default_usd: float, default_tokens: int) -> Breach | None:
-    used_usd, used_tokens, own_usd, own_tokens = spend
-    limit_usd = own_usd if own_usd is not None else default_usd
-    limit_tokens = own_tokens if own_tokens is not None else default_tokens
-    return check_workspace_budget(used_usd, used_tokens, limit_usd, limit_tokens)
-
-
-def _stuck(state: AgentState) -> AgentStep:
-    """The model's last calls were all refused: it is not getting anywhere, so the run fails
-    rather than spend its budget repeating them."""
-    info = ErrorInfo(
-        "agent_stuck",
-        f"the model's last {state.refused} tool calls in a row were refused (unknown tools, "
-        "arguments that break the schema, failures or rejections); the run stopped instead of "
-        "repeating them",
-        {"refused_in_row": state.refused},
-        "Look at the refused calls in the run's steps; fix the tools' schemas or the prompt, "
-        "or use a model that follows tool schemas, then retry the run.",
-    )
-    transition = Transition(RunStatus.FAILED, state.to_json(), "completed", reason="agent_stuck", error=info)
-    output = {"stopped": "agent_stuck", "refused_in_row": state.refused}
-    return AgentStep(transition, "agent.stuck", "agent_stuck", None, output, None, NO_EFFECTS)
-
-
-def _suspend(state: AgentState, breach: Breach) -> AgentStep:
-    info = ErrorInfo(breach.code, breach.message, breach.details, breach.solution)
-    transition = Transition(RunStatus.SUSPENDED, state.to_json(), "completed", reason=breach.code, error=info)
-    output = {"suspended": breach.code, "message": breach.message, **breach.details}
-    return AgentStep(transition, "agent.budget", breach.code, None, output, None, NO_EFFECTS)
 
 
 def _failed(
@@ -401,22 +353,3 @@ def _result(state: AgentState, summary: str, data: Any = None) -> dict[str, Any]
     if data is not None:
         result["data"] = data
     return result
-
-
-def _output_invalid(state: AgentState, call: ToolCall, outcome: ToolOutcome, step_input: Any) -> AgentStep:
-    """The model kept completing with data that breaks the output schema: the run fails."""
-    problem = outcome.result.get("error", {}).get("message", "") if isinstance(outcome.result, dict) else ""
-    tries = state.invalid_outputs + 1
-    info = ErrorInfo(
-        "output_invalid",
-        f"the agent completed {tries} time(s) with data that breaks output_schema: {problem}"[:2000],
-        {"attempts": tries, "problems": problem[:2000]},
-        "Describe the expected data in the prompt, simplify output_schema, raise output_retries, "
-        "or use a model that follows JSON Schemas; then retry the run.",
-    )
-    done = state.after_call(refused=True)
-    transition = Transition(
-        RunStatus.FAILED, done.to_json(), "completed", reason="output_invalid", error=info
-    )
-    output = {"call_id": call.id, "result": outcome.result, "refused": True}
-    return AgentStep(transition, TOOL_KIND, call.name, step_input, output, None, NO_EFFECTS)

@@ -10,7 +10,7 @@ from uuid import UUID
 
 from agentflow.agent import script
 from agentflow.agent.env import AgentEnv
-from agentflow.agent.loop import workspace_breach
+from agentflow.agent.stops import workspace_breach
 from agentflow.core.agent_state import WorkspaceSpend
 from agentflow.core.errors import ErrorInfo
 from agentflow.core.tools import ToolRegistry

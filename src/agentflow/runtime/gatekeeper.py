@@ -17,7 +17,7 @@ import logging
 
 from opentelemetry.trace import Span
 
-from agentflow.agent.loop import workspace_breach
+from agentflow.agent.stops import workspace_breach
 from agentflow.core.definitions import AgentConfig
 from agentflow.core.errors import NotFoundError
 from agentflow.core.gate import EventGate, GateQuestion, GateVerdict

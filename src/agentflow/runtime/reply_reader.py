@@ -19,7 +19,7 @@ import logging
 from email.utils import parseaddr
 from typing import Any
 
-from agentflow.agent.loop import workspace_breach
+from agentflow.agent.stops import workspace_breach
 from agentflow.core.definitions import AgentConfig, StructuredConfig
 from agentflow.core.errors import ConfigError
 from agentflow.core.link_tokens import read_holder
