@@ -99,23 +99,23 @@ def observe_step(
 ) -> None:
     """Count a checkpointed step attempt: its duration and, for model calls, their tokens
     (input, output, cached input) and cost."""
-    _child(STEPS, status).inc()
-    _child(STEP_SECONDS, kind, status, workflow).observe(max(seconds, 0.0))
+    labelled(STEPS, status).inc()
+    labelled(STEP_SECONDS, kind, status, workflow).observe(max(seconds, 0.0))
     if model is None:
         return
     name = MODELS.of(model)
-    MODEL_CALLS.labels(name).inc(calls)
+    labelled(MODEL_CALLS, name).inc(calls)
     for kind_of_token, count in zip(("input", "output", "cached_input"), tokens, strict=True):
         if count:
-            MODEL_TOKENS.labels(name, kind_of_token).inc(count)
+            labelled(MODEL_TOKENS, name, kind_of_token).inc(count)
     if usd:
-        MODEL_COST.labels(name).inc(usd)
+        labelled(MODEL_COST, name).inc(usd)
 
 
 _CHILDREN: dict[tuple[Any, tuple[str, ...]], Any] = {}
 
 
-def _child(metric: Counter | Histogram, *values: str) -> Any:
+def labelled(metric: Counter | Histogram, *values: str) -> Any:
     """``metric.labels(*values)``, kept: looking a child up is a dict hit instead of the
     client's checks and lock at every step (the label values are bounded, see above)."""
     key = (metric, values)

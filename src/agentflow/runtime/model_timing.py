@@ -61,6 +61,6 @@ async def _timed(name: str, request: ModelRequest, call: Callable[..., Awaitable
             tracing.record_answer(span, None, exc)
             raise
         finally:
-            metrics.MODEL_CALL_SECONDS.labels(metrics.MODELS.of(model), outcome).observe(
+            metrics.labelled(metrics.MODEL_CALL_SECONDS, metrics.MODELS.of(model), outcome).observe(
                 time.perf_counter() - began
             )
