@@ -11,8 +11,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-import jsonschema
-
 from agentflow.core.chat import ToolCall
 from agentflow.core.definitions import AgentConfig
 from agentflow.core.records import RunRecord
@@ -88,13 +86,3 @@ class ToolOutcome:
 def refusal(code: str, message: str) -> ToolOutcome:
     """An error result for the model; nothing else happens."""
     return ToolOutcome(result={"error": {"code": code, "message": message}}, refused=True)
-
-
-def schema_problems(schema: dict[str, Any], arguments: dict[str, Any]) -> list[str]:
-    """Every way ``arguments`` break ``schema`` (empty: valid)."""
-    validator = jsonschema.Draft202012Validator(schema)
-    problems = []
-    for error in sorted(validator.iter_errors(arguments), key=lambda e: list(e.path)):
-        where = ".".join(str(p) for p in error.path) or "(arguments)"
-        problems.append(f"{where}: {error.message[:300]}")
-    return problems[:20]

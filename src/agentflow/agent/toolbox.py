@@ -14,7 +14,8 @@ from typing import Any
 import httpx
 
 from agentflow.agent import builtins, mcp_tools, node_tools
-from agentflow.agent.calls import CallContext, ToolOutcome, refusal, schema_problems
+from agentflow.agent.calls import CallContext, ToolOutcome, refusal
+from agentflow.core import json_schemas
 from agentflow.core.agent_config import HttpTool
 from agentflow.core.agent_state import allowed_tools, enabled_builtins
 from agentflow.core.chat import ToolSchema
@@ -57,7 +58,7 @@ def check_call(
     schema = _schema(config, registry, name)
     if schema is None:
         return refusal("tool_unavailable", f"no tool named {name!r} is registered in this worker")
-    problems = schema_problems(schema, arguments)
+    problems = json_schemas.problems(schema, arguments)
     if problems:
         return refusal("invalid_tool_args", f"arguments for {name!r} are invalid: " + "; ".join(problems))
     return None

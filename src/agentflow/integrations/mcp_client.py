@@ -37,9 +37,9 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import anyio
 import httpx2
-import jsonschema
 import orjson
 
+from agentflow.core import json_schemas
 from agentflow.core.errors import StepFailure
 from agentflow.core.mcp import McpServer
 from agentflow.integrations.destinations import Resolver
@@ -273,18 +273,9 @@ def _check_arguments(
 
 
 def schema_problems(schema: dict[str, Any], arguments: dict[str, Any]) -> list[str]:
-    """Every way ``arguments`` break ``schema`` (empty: valid, or a schema that cannot be read)."""
-    try:
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        cls.check_schema(schema)
-    except jsonschema.SchemaError:
-        return []  # the server's own schema is broken: let the server judge the arguments
-    validator = cls(schema)
-    problems = []
-    for error in sorted(validator.iter_errors(arguments), key=lambda e: list(e.path)):
-        where = ".".join(str(p) for p in error.path) or "(arguments)"
-        problems.append(f"{where}: {error.message[:300]}")
-    return problems[:20]
+    """Every way ``arguments`` break ``schema`` (empty: valid, or a schema that cannot be read:
+    the server's own schema is broken, so the server judges the arguments)."""
+    return json_schemas.problems(schema, arguments, checked=True)
 
 
 def _result(server: McpServer, tool: str, result: Any) -> McpResult:

@@ -11,8 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import jsonschema
-
+from agentflow.core import json_schemas
 from agentflow.core.chat import Message, ModelRequest, ModelResponse, Spend
 from agentflow.core.errors import StepFailure
 from agentflow.core.graph.model_nodes import LlmNode
@@ -147,11 +146,7 @@ async def _ask(
     said = response.message.content
     if node.output_schema is None:
         return response, said, []
-    validator = jsonschema.Draft202012Validator(node.output_schema)
-    problems = [
-        f"{'.'.join(str(p) for p in error.absolute_path) or '(answer)'}: {error.message[:300]}"
-        for error in sorted(validator.iter_errors(response.structured), key=lambda e: list(e.absolute_path))
-    ]
+    problems = json_schemas.problems(node.output_schema, response.structured, whole="(answer)")
     return response, said, problems[:MAX_PROBLEMS]
 
 
