@@ -34,15 +34,6 @@ from agentflow.settings import Settings
 BOOTSTRAP = 2000
 
 
-def slope(points: list[tuple[int, float]]) -> float:
-    """The least-squares slope of ``(x, y)`` points."""
-    mean_x = statistics.fmean(x for x, _ in points)
-    mean_y = statistics.fmean(y for _, y in points)
-    covariance = sum((x - mean_x) * (y - mean_y) for x, y in points)
-    variance = sum((x - mean_x) ** 2 for x, _ in points)
-    return covariance / variance
-
-
 def median_interval(values: list[float], rng: random.Random) -> tuple[float, float]:
     """A 90% percentile-bootstrap interval of the median of ``values``."""
     medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(BOOTSTRAP))
@@ -76,7 +67,8 @@ async def main(runs: int, steps: int) -> None:
     ]
     print("median over runs of each tenth's p50 step gap (ms):")
     print("  " + " ".join(f"{statistics.median(column):.3f}" for column in zip(*tenths, strict=True)))
-    slopes = [slope(run) * 1000 for run in gaps]  # ms per 1,000 steps
+    # ms per 1,000 steps
+    slopes = [statistics.linear_regression(*zip(*run, strict=True)).slope * 1000 for run in gaps]
     low, high = median_interval(slopes, random.Random(1))
     typical = statistics.median(g for run in gaps for _, g in run)
     print(
