@@ -16,14 +16,7 @@ WITH r AS (
     UPDATE runs SET
         status = $5,
         status_reason = $6,
-        -- A graph run's new timers count from this commit, in the database's time.
-        state = CASE WHEN $7::jsonb ? 'timers' THEN jsonb_set($7::jsonb, '{timers}', (
-                    SELECT jsonb_agg(CASE WHEN t ? 'secs'
-                                          THEN (t - 'secs') || jsonb_build_object(
-                                                   'at', now() + make_interval(secs => (t->>'secs')::float8))
-                                          ELSE t END ORDER BY n)
-                    FROM jsonb_array_elements($7::jsonb -> 'timers') WITH ORDINALITY AS x(t, n)))
-                ELSE $7 END,
+        state = $STATE,
         output = $8,
         error = $9,
         step_seq = $25::int,
@@ -55,8 +48,7 @@ WITH r AS (
     WHERE workspace_id = $1 AND id = $2 AND fencing_token = $3 AND lease_owner = $4
       AND status = 'in_progress' AND step_seq = $24::int
     RETURNING workspace_id, id, status, due_at, cancel_requested, inbox_seq,
-              extract(epoch FROM due_at - now())::float8 AS due_in, now() AS db_now,
-              state -> 'timers' AS timers, state AS state_after
+              extract(epoch FROM due_at - now())::float8 AS due_in, now() AS db_now$RETURNED_STATE
 ), s AS (
     -- A completed step keeps the state it left (a rerun from a later step starts from it).
     INSERT INTO run_steps (workspace_id, run_id, seq, attempt, node_id, kind, name, status,
@@ -68,10 +60,24 @@ WITH r AS (
            -- commit with others (group commit) runs after the transaction began, and a wait
            -- counted from now() must not end before the step's recorded finish plus the wait.
            now() - make_interval(secs => $22), now(),
-           CASE WHEN $18 = 'completed' THEN r.state_after END$STEP_USAGE_VALUES
+           CASE WHEN $18 = 'completed' THEN $STEP_STATE END$STEP_USAGE_VALUES
     FROM r
 )
 """
+# The run's new state ($STATE) when it has timers: a graph run's new timers count from this
+# commit, in the database's time. Without timers the state is the parameter as it is, and
+# the statement skips this expression and returning the state (about 0.1x the floor).
+TIMED_STATE = """CASE WHEN $7::jsonb ? 'timers' THEN jsonb_set($7::jsonb, '{timers}', (
+                    SELECT jsonb_agg(CASE WHEN t ? 'secs'
+                                          THEN (t - 'secs') || jsonb_build_object(
+                                                   'at', now() + make_interval(secs => (t->>'secs')::float8))
+                                          ELSE t END ORDER BY n)
+                    FROM jsonb_array_elements($7::jsonb -> 'timers') WITH ORDINALITY AS x(t, n)))
+                ELSE $7 END"""
+TIMED_RETURNED = ",\n              state -> 'timers' AS timers, state AS state_after"
+TIMED_STEP_STATE = "r.state_after"
+UNTIMED_RETURNED = ", NULL::jsonb AS timers"
+UNTIMED_STEP_STATE = "$7::jsonb"
 # Consuming the inbox rows the step saw ($ROWS), exactly once with the step (fenced by r).
 CONSUME = """, c AS (
     UPDATE run_inbox i SET consumed_at = now(), consumed_seq = $13::int

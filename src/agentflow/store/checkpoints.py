@@ -157,11 +157,22 @@ _RETURNED = (
 
 
 @functools.cache
-def _statement(parts: frozenset[str] = frozenset(), usage: bool = False, return_tasks: bool = False) -> str:
+def _statement(
+    parts: frozenset[str] = frozenset(), usage: bool = False, return_tasks: bool = False, timers: bool = True
+) -> str:
     """The checkpoint with only the ``parts`` this step needs (the common step needs none),
-    with ``usage``, a model call's tokens and cost, and with ``return_tasks`` (and tasks to
-    create), the created tasks among what it answers."""
+    with ``usage``, a model call's tokens and cost, with ``return_tasks`` (and tasks to
+    create), the created tasks among what it answers, and with ``timers`` (the run's new
+    state has some), their times stamped by the database."""
     sql, number = sql_parts.CHECKPOINT, _FIXED_PARAMETERS + 1
+    if timers:
+        sql = sql.replace("$STATE", sql_parts.TIMED_STATE).replace(
+            "$RETURNED_STATE", sql_parts.TIMED_RETURNED
+        )
+        sql = sql.replace("$STEP_STATE", sql_parts.TIMED_STEP_STATE)
+    else:
+        sql = sql.replace("$STATE", "$7").replace("$RETURNED_STATE", sql_parts.UNTIMED_RETURNED)
+        sql = sql.replace("$STEP_STATE", sql_parts.UNTIMED_STEP_STATE)
     added, columns, source = "", _RETURNED, "r"
     for name, fragment, marker in _PARTS:
         if name in parts:
@@ -243,7 +254,8 @@ async def checkpoint(
         args += [usage.model, usage.input_tokens, usage.output_tokens, usage.cached_input_tokens]
         args += [Decimal(str(round(usage.usd_cost, 6))), usage.calls]
     returns_tasks = effects.return_tasks and "tasks" in parts
-    row = await pool.fetchrow(_statement(parts, usage is not None, returns_tasks), *args)
+    statement = _statement(parts, usage is not None, returns_tasks, "timers" in run.state)
+    row = await pool.fetchrow(statement, *args)
     if row is None:
         return None
     spend: WorkspaceSpend | None = None
