@@ -16,8 +16,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import replace
 from uuid import UUID
 
 from agentflow.agent.env import AgentEnv
@@ -31,13 +30,14 @@ from agentflow.core.statuses import RunStatus
 from agentflow.core.tools import ToolRegistry, default_registry
 from agentflow.llm.base import ModelProvider
 from agentflow.nodes.threads import ToolThreads
-from agentflow.runtime import agent_step, log_context, metrics, releases, step, tracing
+from agentflow.runtime import agent_step, log_context, metrics, step, tracing
 from agentflow.runtime.agent_setup import build_agent_env, build_node_env
 from agentflow.runtime.branches import BranchDriver
 from agentflow.runtime.companions import Companion, keep_running, worker_companions
 from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.failpoints import failpoint
 from agentflow.runtime.gatekeeper import EventGate
+from agentflow.runtime.leases import Held, keep_leases, release_after_outage, release_quietly
 from agentflow.runtime.lifecycle_listeners import LifecycleListeners
 from agentflow.settings import Settings
 from agentflow.store import inbox, loops, reads, runs
@@ -45,22 +45,6 @@ from agentflow.store.commit_groups import CommitGroup
 from agentflow.store.database import TRANSACTION_CONFLICTS, UNAVAILABLE_ERRORS, Database, unavailable
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(eq=False)
-class _Held:
-    """One claim this worker holds: the run, its token, and the task driving it."""
-
-    workspace_id: UUID
-    run_id: UUID
-    token: int
-    task: asyncio.Task[None] | None = None
-    steps: set[asyncio.Future[Any]] = field(default_factory=set)
-
-    def cancel_steps(self) -> None:
-        """Stop the run's running steps (their results would be fenced off anyway)."""
-        for running in self.steps:
-            running.cancel()
 
 
 class Worker:
@@ -116,8 +100,8 @@ class Worker:
         self._stopping = asyncio.Event()
         # Claims by run id. A run can be re-claimed by this same worker after its lease
         # lapsed (a stalled heartbeat): the newer claim replaces the older one here, and the
-        # older driver's cleanup must not touch it, hence identity checks on _Held.
-        self._held: dict[UUID, _Held] = {}
+        # older driver's cleanup must not touch it, hence identity checks on Held.
+        self._held: dict[UUID, Held] = {}
         self._drivers: set[asyncio.Task[None]] = set()
         self._planned_wake = 0.0
         # Loops that run beside the claim loop: events -> runs, cron -> runs, the outbox ...
@@ -147,7 +131,10 @@ class Worker:
     async def run(self) -> None:
         """Work until ``stop()``; then wait for in-flight steps and release their runs."""
         listener = await self.db.listen(lambda _payload: self._wake.set())
-        heartbeat = asyncio.create_task(self._heartbeat_loop(), name="agentflow-heartbeat")
+        heartbeat = asyncio.create_task(
+            keep_leases(self.db.pool, self.name, self._held, self.settings.lease_ttl),
+            name="agentflow-heartbeat",
+        )
         companions = [
             asyncio.create_task(keep_running(c, self._stopping), name=f"agentflow-{type(c).__name__}")
             for c in self._companions
@@ -226,7 +213,7 @@ class Worker:
         older = self._held.get(run.id)
         if older is not None:
             older.cancel_steps()  # our own lapsed claim: its result would be fenced off anyway
-        held = _Held(run.workspace_id, run.id, run.fencing_token)
+        held = Held(run.workspace_id, run.id, run.fencing_token)
         self._held[run.id] = held
         held.task = asyncio.create_task(
             self._drive(run, held, item.inbox_seq), name=f"agentflow-run-{run.id}"
@@ -234,13 +221,13 @@ class Worker:
         self._drivers.add(held.task)
         held.task.add_done_callback(functools.partial(self._forget, held))
 
-    def _forget(self, held: _Held, task: asyncio.Task[None]) -> None:
+    def _forget(self, held: Held, task: asyncio.Task[None]) -> None:
         self._drivers.discard(task)
         if self._held.get(held.run_id) is held:
             del self._held[held.run_id]
         self._wake.set()  # a slot is free
 
-    async def _drive(self, run: RunRecord, held: _Held, inbox_seq: int) -> None:
+    async def _drive(self, run: RunRecord, held: Held, inbox_seq: int) -> None:
         token = run.fencing_token
         log_context.bind_run(run)
         try:
@@ -303,7 +290,7 @@ class Worker:
                 logger.exception("run %s: unexpected worker error; its lease will expire", run.id)
 
     async def _drive_branches(
-        self, config: StructuredConfig, run: RunRecord, held: _Held, cursor: step.Cursor
+        self, config: StructuredConfig, run: RunRecord, held: Held, cursor: step.Cursor
     ) -> bool:
         """Run a graph that fans out several nodes at a time (see ``runtime.branches``)."""
 
@@ -340,10 +327,10 @@ class Worker:
         return cursor
 
     async def _release_quietly(self, run: RunRecord, token: int) -> None:
-        await releases.release_quietly(self.db.pool, run, token, self.name)
+        await release_quietly(self.db.pool, run, token, self.name)
 
     async def _release_after_outage(self, run: RunRecord, token: int) -> None:
-        await releases.release_after_outage(self.db.pool, run, token, self.name, self.settings.lease_ttl)
+        await release_after_outage(self.db.pool, run, token, self.name, self.settings.lease_ttl)
 
     async def _checkpoint(
         self, run: RunRecord, token: int, outcome: step.StepOutcome, config: AgentConfig | StructuredConfig
@@ -389,19 +376,3 @@ class Worker:
                 self._planned_wake = due
                 self._wake.set()
         return done if status == RunStatus.IN_PROGRESS else None
-
-    async def _heartbeat_loop(self) -> None:
-        interval = self.settings.lease_ttl / 3
-        while True:
-            await asyncio.sleep(interval)
-            held = list(self._held.values())
-            claims = [(h.workspace_id, h.run_id, h.token) for h in held]
-            try:
-                kept = await runs.heartbeat(self.db.pool, self.name, claims, self.settings.lease_ttl)
-            except (*UNAVAILABLE_ERRORS, *TRANSACTION_CONFLICTS) as exc:
-                # A lease outlives two missed beats: the next one extends it.
-                logger.warning("heartbeat failed: %s", exc)
-                continue
-            for claim in held:
-                if claim.run_id not in kept:
-                    claim.cancel_steps()  # lease lost: stop wasting work; the fence rejects it anyway
