@@ -33,12 +33,13 @@ from agentflow.bench import queries
 from agentflow.bench.agent_worker import PROGRAM, TASK
 from agentflow.bench.context import BenchContext, publish
 from agentflow.bench.processes import worker_group
-from agentflow.bench.report import WorkloadResult
+from agentflow.bench.report import Target, WorkloadResult
 from agentflow.bench.stats import Summary
 from agentflow.engine import Engine
 from agentflow.runtime.dispatcher import Dispatcher
 
 STEPS = 4  # decide, create_task, decide, complete
+TARGET_STEP_FLOOR_RATIO = 3.0
 ACCOUNT = "bench-account"
 BURST, SERIAL = "a1burst", "a1serial"  # the two workflows' source types (topics a1burst.*, ...)
 PUBLISH_BATCH = 500
@@ -177,7 +178,8 @@ async def _dispatch(engine: Engine, workflow_id: UUID, count: int, timeout: floa
 def _latency(result: WorkloadResult, steps: list[queries.StepTime], commit: float) -> None:
     """Per-step latency one run at a time, and the split between deciding and acting."""
     gaps = Summary.of([s.gap for s in steps]).scaled(1000)
-    result.add("p50 per step (one run at a time)", gaps.p50, "ms", floor=commit)
+    target = Target("<=", round(TARGET_STEP_FLOOR_RATIO * commit, 3), "ms (3× floor, issue 12)")
+    result.add("p50 per step (one run at a time)", gaps.p50, "ms", floor=commit, target=target)
     result.add("p99 per step (one run at a time)", gaps.p99, "ms", floor=commit)
     result.add("mean per step (claim -> last checkpoint / 4)", gaps.mean, "ms", floor=commit)
     decide = Summary.of([s.ran for s in steps if s.kind == "agent.decide"]).scaled(1000)
