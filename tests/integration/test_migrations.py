@@ -29,7 +29,7 @@ DECLARED_COLUMNS = {
         "input_tokens", "output_tokens", "cached_input_tokens", "usd_cost", "created_at", "started_at",
         "updated_at", "completed_at", "canceled_at", "trigger", "inbox_seq", "account_id", "costs",
         "began_token", "unstarted_rescues", "parent_step", "item_index", "start_key", "start_hash", "caller_node", "trace_parent",
-        "conversation", "rerun_of",
+        "conversation", "rerun_of", "children_ended",
     },
     "run_steps": {
         "workspace_id", "id", "run_id", "seq", "attempt", "node_id", "kind", "name", "status", "input",

@@ -26,14 +26,13 @@ from agentflow.core import planner
 from agentflow.core.definitions import StructuredConfig
 from agentflow.core.graph import frontier
 from agentflow.core.graph.frontier import Activation
-from agentflow.core.graph.looping import LoopProgress
 from agentflow.core.records import RunRecord
 from agentflow.nodes.base import NodeEnv
 from agentflow.runtime import step
 from agentflow.store.checkpoints import Checkpointed
 
 Checkpoint = Callable[[step.StepOutcome], Awaitable[Checkpointed | None]]
-LoadLoops = Callable[[step.Cursor], Awaitable[dict[int, LoopProgress]]]
+LoadLoops = Callable[[step.Cursor], Awaitable[step.Cursor]]
 Refresh = Callable[[step.Cursor, Checkpointed], Awaitable[step.Cursor]]
 
 
@@ -47,7 +46,7 @@ class BranchDriver:
         token: the run's fencing token.
         checkpoint: writes an outcome; None when the run has no more work here (it ended,
             waits, was canceled, or the lease was lost).
-        load_loops: counts the items of the run's running loops.
+        load_loops: the cursor with the items of the run's running loops counted.
         refresh: the cursor after a checkpoint that reports new inbox deliveries.
         stopping: set when the worker stops: no new activation starts; the run is handed
             back once the running ones are checkpointed.
@@ -92,7 +91,7 @@ class BranchDriver:
                         return True
                     # Nothing runs and nothing is ready: loops to count, timers, or the end.
                     if "loops" in state:
-                        cursor = replace(cursor, loops=await self._load_loops(cursor))
+                        cursor = await self._load_loops(cursor)
                     outcome = await step.execute(self.config, self.run, cursor, self.env, self.token)
                 else:
                     ended = await self._first_ended(current, now)

@@ -66,6 +66,9 @@ class Cursor:
             before one.
         agent: what an agent run's next decision needs, as the worker knows it (None until
             its first decision after the claim read it).
+        children_seen: the run's count of ended child runs as the last count of its loops
+            read it (None before one): a checkpoint that makes it wait is due at once when a
+            child ended since.
     """
 
     state: dict[str, Any]
@@ -77,6 +80,7 @@ class Cursor:
     loops: dict[int, LoopProgress] = field(default_factory=dict)
     spend: tuple[WorkspaceSpend, float] | None = None
     agent: AgentKnowledge | None = None
+    children_seen: int | None = None
 
     def fresh_spend(self) -> WorkspaceSpend | None:
         """The spend of ``spend`` while it is at most ``FRESH_SECS`` old: a model call that
@@ -105,13 +109,24 @@ class Cursor:
         # A step without a model call leaves the spend as the last one's checkpoint returned it.
         spend = self.spend if done is None or done.spend is None else (done.spend, time.monotonic())
         agent = _known_after(outcome, done)
+        seen = self.children_seen
         if not t.advances:
             held = self.step_seq if counter is None else counter
-            return Cursor(state, held, self.attempt + 1, self.outputs, inbox, now, spend=spend, agent=agent)
+            return Cursor(
+                state,
+                held,
+                self.attempt + 1,
+                self.outputs,
+                inbox,
+                now,
+                spend=spend,
+                agent=agent,
+                children_seen=seen,
+            )
         if outcome.step.node_id is not None:
             self.outputs[outcome.step.node_id] = outcome.step.output
         seq = self.step_seq + 1 if counter is None else counter
-        return Cursor(state, seq, 0, self.outputs, inbox, now, spend=spend, agent=agent)
+        return Cursor(state, seq, 0, self.outputs, inbox, now, spend=spend, agent=agent, children_seen=seen)
 
 
 def _known_after(outcome: StepOutcome, done: Checkpointed | None) -> AgentKnowledge | None:
@@ -294,6 +309,7 @@ def _outcome(
         next_counter=next_counter,
         inbox_seen=inbox_seen,
         consumed=consumed,
+        children_seen=cursor.children_seen,
     )
     step = StepWrite(
         seq=cursor.step_seq if seq is None else seq,

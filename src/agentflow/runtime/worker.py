@@ -22,7 +22,6 @@ from uuid import UUID
 from agentflow.agent.env import AgentEnv
 from agentflow.agent.gate import ModelGate
 from agentflow.core.definitions import AgentConfig, StructuredConfig
-from agentflow.core.graph.looping import LoopProgress
 from agentflow.core.inbox import EMPTY
 from agentflow.core.lifecycle import RUN_CANCELED, RUN_FAILED
 from agentflow.core.records import RunRecord
@@ -253,7 +252,7 @@ class Worker:
             while True:
                 if not agent and "loops" in cursor.state and not cursor.state.get("ready"):
                     # A loop wake: count its items (not before the steps of other branches).
-                    cursor = replace(cursor, loops=await self._count_loops(run, cursor))
+                    cursor = await self._count_loops(run, cursor)
                 failpoint("before_step")
                 log_context.bind_step(cursor.step_seq)
                 running = asyncio.ensure_future(
@@ -312,10 +311,12 @@ class Worker:
         failpoint("before_step")
         return await driver.drive(cursor)
 
-    async def _count_loops(self, run: RunRecord, cursor: step.Cursor) -> dict[int, LoopProgress]:
-        """How far the items of the run's running loops are, as the database counts them."""
+    async def _count_loops(self, run: RunRecord, cursor: step.Cursor) -> step.Cursor:
+        """The cursor with how far the items of the run's running loops are, as the database
+        counts them, and the run's count of ended children as of that count."""
         running = [(o["seq"], o["total"]) for o in cursor.state["loops"]]
-        return await loops.progress(self.db.pool, run.workspace_id, run.id, running)
+        counted = await loops.progress(self.db.pool, run.workspace_id, run.id, running)
+        return replace(cursor, loops=counted.loops, children_seen=counted.children_ended)
 
     async def _refresh(self, run: RunRecord, cursor: step.Cursor, done: runs.Checkpointed) -> step.Cursor:
         """The cursor with the inbox loaded again when deliveries arrived during the step (and

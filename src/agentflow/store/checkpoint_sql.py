@@ -33,7 +33,7 @@ WITH r AS (
             -- when a delivery arrived that the step did not see ($23: the count it saw). The
             -- count is read from this row, which a delivery updates, so a delivery that holds
             -- the row now is waited for and counted: no wake-up is lost.
-            WHEN 'waiting' THEN CASE WHEN $6::text = 'awaiting_event' AND inbox_seq > $23::bigint
+            WHEN 'waiting' THEN CASE$CHILD_ENDS WHEN $6::text = 'awaiting_event' AND inbox_seq > $23::bigint
                                      THEN now()
                                      -- The sooner of a wait from now ($11) and a time ($12).
                                      WHEN $12::timestamptz IS NULL
@@ -78,6 +78,10 @@ TIMED_RETURNED = ",\n              state -> 'timers' AS timers, state AS state_a
 TIMED_STEP_STATE = "r.state_after"
 UNTIMED_RETURNED = ", NULL::jsonb AS timers"
 UNTIMED_STEP_STATE = "$7::jsonb"
+# A wait for child runs is due at once when one of them ended after the count the step saw
+# ($CHILD_ENDS, numbered last): migration 0036 counts each end on this row, which the end
+# updates, so an end that holds the row now is waited for and counted, as a delivery is.
+CHILD_ENDS = "\n                                     WHEN children_ended > $SEEN::bigint THEN now()"
 # Consuming the inbox rows the step saw ($ROWS), exactly once with the step (fenced by r).
 CONSUME = """, c AS (
     UPDATE run_inbox i SET consumed_at = now(), consumed_seq = $13::int

@@ -47,7 +47,9 @@ class RunWrite:
     used, consumed by this checkpoint (a child run's end wakes its parent by trigger, migration
     0033). ``counter`` is the run's step counter as the worker knows
     it (the checkpoint is fenced on it; default: the step's number) and ``next_counter``
-    what it becomes (default: one more when the step advances the run).
+    what it becomes (default: one more when the step advances the run). ``children_seen``
+    is the run's count of ended child runs as its last count of loop items read it: a wait
+    is due at once when a child ended since (migration 0036).
     """
 
     status: str
@@ -62,6 +64,7 @@ class RunWrite:
     consumed: tuple[int, ...] = ()
     counter: int | None = None
     next_counter: int | None = None
+    children_seen: int | None = None
 
 
 @dataclass(frozen=True)
@@ -158,12 +161,17 @@ _RETURNED = (
 
 @functools.cache
 def _statement(
-    parts: frozenset[str] = frozenset(), usage: bool = False, return_tasks: bool = False, timers: bool = True
+    parts: frozenset[str] = frozenset(),
+    usage: bool = False,
+    return_tasks: bool = False,
+    timers: bool = True,
+    children: bool = False,
 ) -> str:
     """The checkpoint with only the ``parts`` this step needs (the common step needs none),
     with ``usage``, a model call's tokens and cost, with ``return_tasks`` (and tasks to
-    create), the created tasks among what it answers, and with ``timers`` (the run's new
-    state has some), their times stamped by the database."""
+    create), the created tasks among what it answers, with ``timers`` (the run's new state
+    has some), their times stamped by the database, and with ``children`` a wait that is due
+    at once when a child run ended since the count its step saw (its last parameter)."""
     sql, number = sql_parts.CHECKPOINT, _FIXED_PARAMETERS + 1
     if timers:
         sql = sql.replace("$STATE", sql_parts.TIMED_STATE).replace(
@@ -202,6 +210,11 @@ def _statement(
         columns, source = columns + sql_parts.SPEND_COLUMNS, source + sql_parts.SPEND_JOIN
     else:
         sql = sql.replace("$USAGE", "").replace("$STEP_USAGE_COLUMNS", "").replace("$STEP_USAGE_VALUES", "")
+    if children:
+        number += 6 if usage else 0
+        sql = sql.replace("$CHILD_ENDS", sql_parts.CHILD_ENDS.replace("$SEEN", f"${number}"))
+    else:
+        sql = sql.replace("$CHILD_ENDS", "")
     if "cancel" in parts:  # the items of nested loops are found recursively
         sql = sql.replace("WITH r AS (", "WITH RECURSIVE r AS (", 1)
     if "tasks" in parts and return_tasks:
@@ -254,7 +267,10 @@ async def checkpoint(
         args += [usage.model, usage.input_tokens, usage.output_tokens, usage.cached_input_tokens]
         args += [Decimal(str(round(usage.usd_cost, 6))), usage.calls]
     returns_tasks = effects.return_tasks and "tasks" in parts
-    statement = _statement(parts, usage is not None, returns_tasks, "timers" in run.state)
+    seen = run.children_seen if run.status == "waiting" else None
+    if seen is not None:
+        args.append(seen)
+    statement = _statement(parts, usage is not None, returns_tasks, "timers" in run.state, seen is not None)
     row = await pool.fetchrow(statement, *args)
     if row is None:
         return None

@@ -23,7 +23,8 @@ MAX_ITEMS = 100_000
 POLL_SECONDS = 1.0
 """How soon a waiting loop counts its items again even when none woke it: an item that ends
 while its run is busy (counting, or running another branch) finds no waiting run to wake.
-Every way an item ends wakes a waiting run (migration 0033), so this is a backstop."""
+Every way an item ends wakes a waiting run (migration 0033), and one that ends while the run is
+busy makes its next wait due at once (0036), so this is a backstop."""
 MAX_POLL_SECONDS = 300.0
 """The longest a quiet loop waits between counts: each count that finds nothing new doubles
 its wait up to this, so a child that runs for days costs a few hundred steps, not one a
