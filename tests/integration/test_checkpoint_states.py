@@ -12,7 +12,7 @@ import tests.support.tools  # noqa: F401  (registers the tools)
 from agentflow.engine import Engine
 from agentflow.runtime.worker import Worker
 from agentflow.store import checkpoints
-from tests.integration.test_graph_runs import echo, flow
+from tests.integration.test_graph_runs import branch_with_a_wait, echo
 
 
 async def _step_states(engine: Engine, run_id: UUID) -> list[tuple[str, dict[str, Any] | None]]:
@@ -41,23 +41,7 @@ async def test_an_untimed_checkpoint_leaves_its_state_on_the_run_and_the_step(
 async def test_a_timed_checkpoint_stamps_the_timers_on_the_run_and_the_step_alike(
     engine: Engine, worker: Worker
 ) -> None:
-    await engine.publish_workflow(
-        flow(
-            "timed-branch",
-            echo("start", 1),
-            {"id": "nap", "type": "wait", "duration": "2s"},
-            echo("after_nap", "woke"),
-            echo("busy", "worked"),
-            {"id": "join", "type": "merge", "combine": "list"},
-            edges=[
-                ("start", "result", "nap"),
-                ("start", "result", "busy"),
-                ("nap", "result", "after_nap"),
-                ("after_nap", "result", "join"),
-                ("busy", "result", "join"),
-            ],
-        )
-    )
+    await engine.publish_workflow(branch_with_a_wait("timed-branch", "2s"))
     run = await engine.start_run("timed-branch")
     for _ in range(100):
         mid = await engine.get_run(run.id)

@@ -27,6 +27,25 @@ def echo(node_id: str, value: Any) -> dict[str, Any]:
     return {"id": node_id, "type": "tool", "tool": "echo", "args": {"value": value}}
 
 
+def branch_with_a_wait(name: str, duration: str) -> dict[str, Any]:
+    """Two branches joined by a merge: one waits ``duration`` before its step, one works."""
+    return flow(
+        name,
+        echo("start", 1),
+        {"id": "nap", "type": "wait", "duration": duration},
+        echo("after_nap", "woke"),
+        echo("busy", "worked"),
+        {"id": "join", "type": "merge", "combine": "list"},
+        edges=[
+            ("start", "result", "nap"),
+            ("start", "result", "busy"),
+            ("nap", "result", "after_nap"),
+            ("after_nap", "result", "join"),
+            ("busy", "result", "join"),
+        ],
+    )
+
+
 async def completed(engine: Engine, name: str, payload: Any = None) -> Any:
     run = await engine.start_run(name, payload)
     done = await engine.wait_for_run(run.id, timeout=20)
@@ -99,23 +118,7 @@ async def test_merges_combine_as_a_list_or_deeply(engine: Engine, worker: Worker
 async def test_a_wait_in_one_branch_lets_the_other_go_on_and_the_join_waits_for_it(
     engine: Engine, worker: Worker
 ) -> None:
-    await engine.publish_workflow(
-        flow(
-            "sleepy-branch",
-            echo("start", 1),
-            {"id": "nap", "type": "wait", "duration": "1.5s"},
-            echo("after_nap", "woke"),
-            echo("busy", "worked"),
-            {"id": "join", "type": "merge", "combine": "list"},
-            edges=[
-                ("start", "result", "nap"),
-                ("start", "result", "busy"),
-                ("nap", "result", "after_nap"),
-                ("after_nap", "result", "join"),
-                ("busy", "result", "join"),
-            ],
-        )
-    )
+    await engine.publish_workflow(branch_with_a_wait("sleepy-branch", "1.5s"))
     run = await engine.start_run("sleepy-branch")
     await asyncio.sleep(0.7)
     mid = await engine.get_run(run.id)

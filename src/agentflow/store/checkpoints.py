@@ -208,10 +208,10 @@ def _statement(
         sql = sql.replace("$STEP_USAGE_VALUES", step_values)
         added += workspace_usage
         columns, source = columns + sql_parts.SPEND_COLUMNS, source + sql_parts.SPEND_JOIN
+        number += 6
     else:
         sql = sql.replace("$USAGE", "").replace("$STEP_USAGE_COLUMNS", "").replace("$STEP_USAGE_VALUES", "")
     if children:
-        number += 6 if usage else 0
         sql = sql.replace("$CHILD_ENDS", sql_parts.CHILD_ENDS.replace("$SEEN", f"${number}"))
     else:
         sql = sql.replace("$CHILD_ENDS", "")
