@@ -408,11 +408,15 @@ class Engine:
     ) -> Worker:
         """A worker on this engine's database (call ``await worker.run()``); with ``dispatch``
         it also turns events into runs, asking ``gate`` about gated agent workflows; ``model``
-        answers every model call (default: each workflow's ``model``)."""
-        return Worker(
+        answers every model call (default: each workflow's ``model``). With
+        ``settings.eager_start``, it takes this engine's starts while it runs (the last made)."""
+        worker = Worker(
             self.db, self.settings, concurrency=concurrency, tools=tools, dispatch=dispatch, gate=gate,
             model=model, sealing_key=self._sealing_key,
         )  # fmt: skip
+        if self.settings.eager_start:
+            self._starts.local = worker
+        return worker
 
     async def run_worker(self, *, concurrency: int | None = None, until_idle: bool = False) -> None:
         """Run a worker; with ``until_idle``, stop once no run is active or due."""

@@ -7,6 +7,11 @@ the workflow is still that (same id, same name, same latest version: ``start_if_
 When it is not, or when an idempotency key was used before, nothing was written and the start
 takes the long way: read the version, then insert. Quick starts made at once share their
 commit (``store.commit_groups``).
+
+An eager start (``Settings.eager_start``, as Temporal's): when a worker of this process has a
+free slot, the run is inserted already held and begun by it, and handed to it at once. Its
+first step then waits for no NOTIFY, claim or begin: the start's commit is the only one before
+it. A process that dies with such a run leaves it to the lease's expiry, as any claim would.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID
 
 import asyncpg
@@ -22,16 +27,24 @@ import asyncpg
 from agentflow.core import planner, starts
 from agentflow.core.errors import ConflictError
 from agentflow.core.ids import as_uuid
-from agentflow.core.records import VersionRecord
+from agentflow.core.records import RunRecord, VersionRecord
 from agentflow.core.state_definition import check_start_state
 from agentflow.runtime import metrics, tracing
 from agentflow.runtime.configs import ConfigCache
 from agentflow.store import workflows
 from agentflow.store.commit_groups import CommitGroup
-from agentflow.store.run_starts import Started, StartKey, start_if_current, start_once
+from agentflow.store.run_starts import Lease, Started, StartKey, start_if_current, start_once
 
 FindVersion = Callable[[UUID | str, int | None, UUID], Awaitable[VersionRecord]]
 """Reads a version or raises ``NotFoundError`` saying precisely what is missing."""
+
+
+class LocalWorker(Protocol):
+    """A worker in the starting process that takes runs as they start (``runtime.worker``)."""
+
+    def reserve(self) -> Lease | None: ...  # pragma: no cover
+    def take(self, run: RunRecord, version: VersionRecord) -> None: ...  # pragma: no cover
+    def unreserve(self) -> None: ...  # pragma: no cover
 
 
 class RunStarter:
@@ -42,6 +55,9 @@ class RunStarter:
         configs: parsed configs by version.
         find_version: the slow, precise lookup used when the quick one finds nothing.
         remember: how many (workspace, workflow, version asked) to remember.
+
+    Attributes:
+        local: the worker that takes this process's starts eagerly (None: none does).
     """
 
     def __init__(
@@ -54,6 +70,7 @@ class RunStarter:
         self._find_version = find_version
         self._size = remember
         self._recent: dict[tuple[UUID, str, int | None], VersionRecord] = {}
+        self.local: LocalWorker | None = None
 
     async def start(
         self,
@@ -82,31 +99,25 @@ class RunStarter:
         ref = as_uuid(workflow)
         traced = tracing.current_traceparent()  # the caller's span, when it has one
         seen = (workspace_id, str(workflow), version)
-        remembered = self._recent.get(seen)
-        if remembered is not None:
-            first = self._first_state(remembered, payload, state, start_from, inputs)
-            with _conflicts(enrollment_key):
-                run = await start_if_current(
-                    self._starts, workspace_id, uuid.uuid4(), remembered, _input(payload), first,
-                    enrollment_key, key, latest=version is None, name=None if ref else str(workflow),
-                    trace_parent=traced, conversation=conversation,
-                )  # fmt: skip
-            if run is not None:
-                metrics.RUNS_STARTED.inc()
-                return Started(run)
-        record = await workflows.resolve_version(
-            self._pool, workspace_id, workflow_id=ref, name=str(workflow), version=version
-        )
-        if record is None:  # say precisely what is missing
-            record = await self._find_version(workflow, version, workspace_id)
-        first = self._first_state(record, payload, state, start_from, inputs)
-        with _conflicts(enrollment_key):
-            started = await start_once(
-                self._pool, workspace_id, uuid.uuid4(), record.workflow_id, record.version,
-                _input(payload), first, enrollment_key, key=key, trace_parent=traced,
-                conversation=conversation,
+        local = self.local
+        lease = local.reserve() if local is not None else None
+        try:
+            started, record = await self._insert(
+                workflow, ref, seen, payload, state=state, version=version, enrollment_key=enrollment_key,
+                start_from=start_from, inputs=inputs, key=key, workspace_id=workspace_id,
+                conversation=conversation, traced=traced, lease=lease,
             )  # fmt: skip
-        self._remember(seen, record)
+        except BaseException:
+            # Nothing was inserted, or (a start canceled while its insert committed) a run
+            # held by no driver: its lease expires and a claim rescues it.
+            if local is not None and lease is not None:
+                local.unreserve()
+            raise
+        if local is not None and lease is not None:
+            if started.replayed:
+                local.unreserve()
+            else:
+                local.take(started.run, record)
         if started.replayed and key is not None and started.start_hash != key.hash:
             raise ConflictError(
                 "idempotency_key_reused",
@@ -117,6 +128,51 @@ class RunStarter:
         if not started.replayed:
             metrics.RUNS_STARTED.inc()
         return started
+
+    async def _insert(
+        self,
+        workflow: UUID | str,
+        ref: UUID | None,
+        seen: tuple[UUID, str, int | None],
+        payload: Any,
+        *,
+        state: dict[str, Any] | None,
+        version: int | None,
+        enrollment_key: str | None,
+        start_from: str | None,
+        inputs: Any,
+        key: StartKey | None,
+        workspace_id: UUID,
+        conversation: dict[str, Any] | None,
+        traced: str | None,
+        lease: Lease | None,
+    ) -> tuple[Started, VersionRecord]:
+        """The run inserted (or replayed), the quick way when it can, and its version."""
+        remembered = self._recent.get(seen)
+        if remembered is not None:
+            first = self._first_state(remembered, payload, state, start_from, inputs)
+            with _conflicts(enrollment_key):
+                run = await start_if_current(
+                    self._starts, workspace_id, uuid.uuid4(), remembered, _input(payload), first,
+                    enrollment_key, key, latest=version is None, name=None if ref else str(workflow),
+                    trace_parent=traced, conversation=conversation, lease=lease,
+                )  # fmt: skip
+            if run is not None:
+                return Started(run), remembered
+        record = await workflows.resolve_version(
+            self._pool, workspace_id, workflow_id=ref, name=str(workflow), version=version
+        )
+        if record is None:  # say precisely what is missing
+            record = await self._find_version(workflow, version, workspace_id)
+        first = self._first_state(record, payload, state, start_from, inputs)
+        with _conflicts(enrollment_key):
+            started = await start_once(
+                self._pool, workspace_id, uuid.uuid4(), record.workflow_id, record.version,
+                _input(payload), first, enrollment_key, key=key, trace_parent=traced,
+                conversation=conversation, lease=lease,
+            )  # fmt: skip
+        self._remember(seen, record)
+        return started, record
 
     def _first_state(
         self,

@@ -32,6 +32,10 @@ class Settings(BaseSettings):
         startup_wait: seconds ``agentflow worker`` and ``agentflow serve`` keep trying to reach
             a database that is down or restarting when they start (0: fail at once).
         worker_concurrency: runs one worker process executes at once.
+        eager_start: a run started in a process whose worker has a free slot is inserted held
+            by that worker and runs at once, with no claim (an eager start, as Temporal's;
+            ``agentflow serve --with-worker``, or an ``Engine`` that runs a worker). Off by
+            default: such runs stay in the starting process even when other workers are idle.
         max_rescues: lease expiries a run survives before it fails with ``worker_lost``.
         imports: modules to import at start-up (where your tools live), comma-separated.
         host / port: where ``agentflow serve`` listens.
@@ -123,6 +127,7 @@ class Settings(BaseSettings):
     poll_interval: float = Field(default=1.0, gt=0)
     startup_wait: float = Field(default=60.0, ge=0, le=86400)
     worker_concurrency: int = Field(default=16, ge=1, le=1000)
+    eager_start: bool = False
     max_rescues: int = Field(default=3, ge=0)
     imports: str = ""
     host: str = "127.0.0.1"

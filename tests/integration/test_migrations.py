@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
 
 from agentflow.core.errors import AgentflowError
+from agentflow.core.graph.code_nodes import needs_code
 from agentflow.store import migrate
 from tests.support.db import DatabaseServer, with_database
 
@@ -230,6 +232,7 @@ async def test_a_version_needs_a_code_worker_when_a_run_code_node_appears_anywhe
             "SELECT needs_code FROM workflow_versions WHERE workflow_id = $1", wf
         )
         assert needed is configs[config], config
+        assert needs_code(json.loads(config)) is needed, config  # the worker's own check agrees
 
 
 async def test_tampered_or_unknown_migrations_are_refused(empty_db: asyncpg.Connection) -> None:

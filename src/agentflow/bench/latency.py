@@ -20,6 +20,7 @@ from agentflow.bench.floor import measure_idle_commits
 from agentflow.bench.processes import worker_group
 from agentflow.bench.report import Target, WorkloadResult
 from agentflow.bench.stats import Summary
+from agentflow.engine import Engine
 
 MAX_NODES = 1000  # StructuredConfig.nodes max_length
 TARGET_STEP_FLOOR_RATIO = 2.0
@@ -104,6 +105,7 @@ async def w3(ctx: BenchContext) -> WorkloadResult:
             await queries.wait_until_ended(pool, workflow, index + 1, timeout=30, poll=0.005)
             await asyncio.sleep(IDLE_BETWEEN_STARTS)  # the worker is idle again before the next start
         group.check_alive()
+    eager = await _eager_starts(ctx, n)
 
     latencies = await queries.start_latencies(pool, workflow)
     to_step = Summary.of([stepped for _claimed, stepped in latencies]).scaled(1000)
@@ -129,6 +131,14 @@ async def w3(ctx: BenchContext) -> WorkloadResult:
     result.add("p50 start -> first step running, × idle floor", to_step.p50 / idle.p50, "×")
     result.add("p50 start -> claimed", to_claim.p50, "ms", floor=commit)
     result.add("p50 Engine.start_run call (client clock)", call.p50, "ms", floor=commit)
+    result.add(
+        "p50 start -> first step running, eager start",
+        eager.p50,
+        "ms",
+        floor=commit,
+        target=Target("<=", ISSUE_17_START_P50_MS, "ms"),
+    )
+    result.add("p99 start -> first step running, eager start", eager.p99, "ms", floor=commit)
     result.details = {
         "starts": n,
         "samples": to_step.n,
@@ -137,5 +147,34 @@ async def w3(ctx: BenchContext) -> WorkloadResult:
         "start_to_claim_ms": asdict(to_claim),
         "start_run_call_ms": asdict(call),
         "idle_commit_ms": asdict(idle),
+        "eager": "the same starts from an engine with eager_start whose worker runs in its process",
+        "eager_start_to_step_ms": asdict(eager),
     }
     return result
+
+
+async def _eager_starts(ctx: BenchContext, n: int) -> Summary:
+    """W3's starts made eagerly: the client's own engine runs the worker (``eager_start``), so
+    a start inserts its run held by that worker, which runs it at once (no NOTIFY, no claim)."""
+    ctx.progress(f"W3: {n} eager starts, one at a time")
+    engine = await Engine.connect(
+        ctx.engine.settings.model_copy(update={"eager_start": True}), migrate_schema=False
+    )
+    try:
+        workflow = await publish(engine, chain("bench_w3_eager", 1))
+        worker = engine.worker(concurrency=ctx.concurrency, dispatch=False)
+        running = asyncio.create_task(worker.run())
+        try:
+            await worker.wait_until_running()
+            for index in range(n):
+                await engine.start_run(workflow)
+                await asyncio.sleep(0.01)
+                await queries.wait_until_ended(engine.db.pool, workflow, index + 1, timeout=30, poll=0.005)
+                await asyncio.sleep(IDLE_BETWEEN_STARTS)
+        finally:
+            worker.stop()
+            await running
+        latencies = await queries.start_latencies(engine.db.pool, workflow)
+    finally:
+        await engine.close()
+    return Summary.of([stepped for _claimed, stepped in latencies]).scaled(1000)

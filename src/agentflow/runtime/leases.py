@@ -37,6 +37,31 @@ class Held:
             running.cancel()
 
 
+class Promises:
+    """Slots a worker promised to runs its own process is starting (eager starts). Each
+    promise ends as a held run or given back; a stopping worker waits until none is open."""
+
+    def __init__(self) -> None:
+        self.open = 0
+        self._none = asyncio.Event()
+        self._none.set()
+
+    def make(self) -> None:
+        """Open a promise."""
+        self.open += 1
+        self._none.clear()
+
+    def end(self) -> None:
+        """Close a promise (its run is held now, or none came)."""
+        self.open -= 1
+        if not self.open:
+            self._none.set()
+
+    async def all_ended(self) -> None:
+        """Return once no promise is open."""
+        await self._none.wait()
+
+
 async def keep_leases(pool: asyncpg.Pool, owner: str, held: dict[UUID, Held], lease_ttl: float) -> None:
     """Extend the lease of every claim in ``held`` every third of ``lease_ttl``, until canceled;
     a claim whose lease is lost has its running steps stopped."""

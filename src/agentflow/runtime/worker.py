@@ -22,26 +22,28 @@ from uuid import UUID
 from agentflow.agent.env import AgentEnv
 from agentflow.agent.gate import ModelGate
 from agentflow.core.definitions import AgentConfig, StructuredConfig
+from agentflow.core.graph.code_nodes import needs_code
 from agentflow.core.inbox import EMPTY
 from agentflow.core.lifecycle import RUN_CANCELED, RUN_FAILED
-from agentflow.core.records import RunRecord
+from agentflow.core.records import RunRecord, VersionRecord
 from agentflow.core.statuses import RunStatus
 from agentflow.core.tools import ToolRegistry, default_registry
 from agentflow.llm.base import ModelProvider
 from agentflow.nodes.threads import ToolThreads
-from agentflow.runtime import agent_step, log_context, metrics, step, tracing
+from agentflow.runtime import agent_step, cursor_reads, log_context, metrics, step, tracing
 from agentflow.runtime.agent_setup import build_agent_env, build_node_env
 from agentflow.runtime.branches import BranchDriver
 from agentflow.runtime.companions import Companion, keep_running, worker_companions
 from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.failpoints import failpoint
 from agentflow.runtime.gatekeeper import EventGate
-from agentflow.runtime.leases import Held, keep_leases, release_after_outage, release_quietly
+from agentflow.runtime.leases import Held, Promises, keep_leases, release_after_outage, release_quietly
 from agentflow.runtime.lifecycle_listeners import LifecycleListeners
 from agentflow.settings import Settings
-from agentflow.store import inbox, loops, reads, runs
+from agentflow.store import inbox, reads, runs
 from agentflow.store.commit_groups import CommitGroup
 from agentflow.store.database import TRANSACTION_CONFLICTS, UNAVAILABLE_ERRORS, Database, unavailable
+from agentflow.store.run_starts import Lease
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +104,10 @@ class Worker:
         # older driver's cleanup must not touch it, hence identity checks on Held.
         self._held: dict[UUID, Held] = {}
         self._drivers: set[asyncio.Task[None]] = set()
+        # Slots promised to runs this process is starting (eager starts, ``reserve``).
+        self._promised = Promises()
+        self._running = False
+        self._listening = asyncio.Event()
         self._planned_wake = 0.0
         # Loops that run beside the claim loop: events -> runs, cron -> runs, the outbox ...
         self._companions: list[Companion] = (
@@ -123,9 +129,45 @@ class Worker:
         self._stopping.set()
         self._wake.set()
 
+    async def wait_until_running(self) -> None:
+        """Return once ``run()`` is listening (and takes eager starts)."""
+        await self._listening.wait()
+
     def wake(self) -> None:
         """Look for due runs now (called on NOTIFY)."""
         self._wake.set()
+
+    def reserve(self) -> Lease | None:
+        """Promise a slot to a run this process is about to start (an eager start).
+
+        Returns the lease to insert the run with, or None when the worker is not running, is
+        stopping or has no free slot. Each lease is settled by ``take`` (the run was inserted
+        held) or ``unreserve``.
+        """
+        if not self._running or self._stopping.is_set():
+            return None
+        if len(self._held) + self._promised.open >= self.concurrency:
+            return None
+        self._promised.make()
+        return Lease(self.name, self.settings.lease_ttl)
+
+    def take(self, run: RunRecord, version: VersionRecord) -> None:
+        """Drive ``run`` of ``version``, inserted held and begun under a lease from ``reserve``."""
+        if self._env.code is None and needs_code(version.config):
+            # Code steps are off here: hand it back for a worker that runs them (rare: only a
+            # version published while they were on has such nodes).
+            task = asyncio.create_task(release_quietly(self.db.pool, run, run.fencing_token, self.name))
+            self._drivers.add(task)
+            task.add_done_callback(self._drivers.discard)
+        else:
+            self._configs.parse(version)  # what the start parsed: the step loads nothing first
+            self._accept(runs.Claimed(run, rescued=False), begun=True)
+        self._promised.end()
+
+    def unreserve(self) -> None:
+        """Give back a slot from ``reserve`` that no run took."""
+        self._promised.end()
+        self._wake.set()  # the slot is free for a claim
 
     async def run(self) -> None:
         """Work until ``stop()``; then wait for in-flight steps and release their runs."""
@@ -138,12 +180,16 @@ class Worker:
             asyncio.create_task(keep_running(c, self._stopping), name=f"agentflow-{type(c).__name__}")
             for c in self._companions
         ]
+        self._running = True
+        self._listening.set()
         try:
             await self._claim_loop()
         finally:
             for companion in self._companions:
                 companion.stop()
             await asyncio.gather(*companions, return_exceptions=True)
+            await self._promised.all_ended()  # starts in flight hand their runs over, or not
+            self._running = False
             if self._drivers:
                 await asyncio.gather(*self._drivers, return_exceptions=True)
             heartbeat.cancel()
@@ -156,7 +202,7 @@ class Worker:
         backoff = 0.0
         while not self._stopping.is_set():
             self._wake.clear()
-            free = self.concurrency - len(self._held)
+            free = self.concurrency - len(self._held) - self._promised.open
             claimed: list[runs.Claimed] = []
             try:
                 if free > 0:
@@ -199,7 +245,7 @@ class Worker:
                 delay = min(delay, due if due > 0 else (0.01 if idle else 0.0))
         return delay
 
-    def _accept(self, item: runs.Claimed) -> None:
+    def _accept(self, item: runs.Claimed, *, begun: bool = False) -> None:
         metrics.CLAIMS.inc()
         if item.rescued:
             metrics.RESCUES.inc()
@@ -215,7 +261,7 @@ class Worker:
         held = Held(run.workspace_id, run.id, run.fencing_token)
         self._held[run.id] = held
         held.task = asyncio.create_task(
-            self._drive(run, held, item.inbox_seq), name=f"agentflow-run-{run.id}"
+            self._drive(run, held, item.inbox_seq, begun), name=f"agentflow-run-{run.id}"
         )
         self._drivers.add(held.task)
         held.task.add_done_callback(functools.partial(self._forget, held))
@@ -226,7 +272,7 @@ class Worker:
             del self._held[held.run_id]
         self._wake.set()  # a slot is free
 
-    async def _drive(self, run: RunRecord, held: Held, inbox_seq: int) -> None:
+    async def _drive(self, run: RunRecord, held: Held, inbox_seq: int, begun: bool) -> None:
         token = run.fencing_token
         log_context.bind_run(run)
         try:
@@ -241,18 +287,19 @@ class Worker:
             # before every step: a step costs its checkpoint statement and nothing more.
             pending = await inbox.load(self.db.pool, run.workspace_id, run.id) if inbox_seq else EMPTY
             cursor = step.Cursor.of(run, outputs, pending)
-            # Loaded: from here a lost worker cuts the step off, and costs the run a rescue.
-            if not await runs.begin(self._commits, run.workspace_id, run.id, token, self.name):
+            # Loaded: from here a lost worker cuts the step off, and costs the run a rescue (an
+            # eager start's insert began its run: this process had all the run needs then).
+            if not begun and not await runs.begin(self._commits, run.workspace_id, run.id, token, self.name):
                 logger.info("run %s: lease lost before its step began", run.id)
                 return
             if isinstance(config, StructuredConfig) and config.parallel_limit > 1 and config.graph.fans_out:
                 if await self._drive_branches(config, run, held, cursor):
-                    await self._release_quietly(run, token)
+                    await release_quietly(self.db.pool, run, token, self.name)
                 return
             while True:
                 if not agent and "loops" in cursor.state and not cursor.state.get("ready"):
                     # A loop wake: count its items (not before the steps of other branches).
-                    cursor = await self._count_loops(run, cursor)
+                    cursor = await cursor_reads.count_loops(self.db.pool, run, cursor)
                 failpoint("before_step")
                 log_context.bind_step(cursor.step_seq)
                 running = asyncio.ensure_future(
@@ -269,9 +316,9 @@ class Worker:
                 done = await self._checkpoint(run, token, outcome, config)
                 if done is None:
                     return
-                cursor = await self._refresh(run, cursor.after(outcome, done), done)
+                cursor = await cursor_reads.refresh(self.db.pool, run, cursor.after(outcome, done), done)
                 if self._stopping.is_set():
-                    await self._release_quietly(run, token)
+                    await release_quietly(self.db.pool, run, token, self.name)
                     return
         except asyncio.CancelledError:
             logger.info("run %s: lease lost during its step; result discarded", run.id)
@@ -282,7 +329,7 @@ class Worker:
                 # fence keeps the run consistent. Hand it back so a worker continues from what
                 # is stored.
                 logger.warning("run %s: database error (%s); releasing", run.id, exc)
-                await self._release_after_outage(run, token)
+                await release_after_outage(self.db.pool, run, token, self.name, self.settings.lease_ttl)
             else:
                 # Not released on purpose: the lease expires and the rescue limit bounds a
                 # run that fails this way every time (it ends failed with worker_lost).
@@ -303,35 +350,13 @@ class Worker:
             self._env,
             held.token,
             checkpoint=checkpoint,
-            load_loops=functools.partial(self._count_loops, run),
-            refresh=functools.partial(self._refresh, run),
+            load_loops=functools.partial(cursor_reads.count_loops, self.db.pool, run),
+            refresh=functools.partial(cursor_reads.refresh, self.db.pool, run),
             stopping=self._stopping,
             steps=held.steps,
         )
         failpoint("before_step")
         return await driver.drive(cursor)
-
-    async def _count_loops(self, run: RunRecord, cursor: step.Cursor) -> step.Cursor:
-        """The cursor with how far the items of the run's running loops are, as the database
-        counts them, and the run's count of ended children as of that count."""
-        running = [(o["seq"], o["total"]) for o in cursor.state["loops"]]
-        counted = await loops.progress(self.db.pool, run.workspace_id, run.id, running)
-        return replace(cursor, loops=counted.loops, children_seen=counted.children_ended)
-
-    async def _refresh(self, run: RunRecord, cursor: step.Cursor, done: runs.Checkpointed) -> step.Cursor:
-        """The cursor with the inbox loaded again when deliveries arrived during the step (and
-        an agent run's tasks to be read again: each change to one is such a delivery)."""
-        if done.inbox_seq > cursor.inbox.seen:
-            fresh = await inbox.load(self.db.pool, run.workspace_id, run.id)
-            agent = cursor.agent.without_tasks() if cursor.agent is not None else None
-            return replace(cursor, inbox=fresh, agent=agent)
-        return cursor
-
-    async def _release_quietly(self, run: RunRecord, token: int) -> None:
-        await release_quietly(self.db.pool, run, token, self.name)
-
-    async def _release_after_outage(self, run: RunRecord, token: int) -> None:
-        await release_after_outage(self.db.pool, run, token, self.name, self.settings.lease_ttl)
 
     async def _checkpoint(
         self, run: RunRecord, token: int, outcome: step.StepOutcome, config: AgentConfig | StructuredConfig

@@ -144,3 +144,13 @@ def refuse_code_steps(nodes: Sequence[NodeSpec]) -> None:
 
 
 register_node_spec(RunCodeNode)
+
+
+def needs_code(document: object) -> bool:
+    """Whether a stored version document needs a worker that runs code: a ``run_code`` node
+    anywhere in it, as migration 0032's ``workflow_versions.needs_code`` decides."""
+    if isinstance(document, dict):
+        return document.get("type") == "run_code" or any(needs_code(v) for v in document.values())
+    if isinstance(document, list):
+        return any(needs_code(v) for v in document)
+    return False
