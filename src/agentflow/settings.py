@@ -34,7 +34,7 @@ class Settings(BaseSettings):
         worker_concurrency: runs one worker process executes at once.
         eager_start: a run started in a process whose worker has a free slot is inserted held
             by that worker and runs at once, with no claim (an eager start, as Temporal's;
-            ``agentflow serve --with-worker``, or an ``Engine`` that runs a worker). Off by
+            ``agentflow serve`` unless ``--no-worker``, or an ``Engine`` running a worker). Off by
             default: such runs stay in the starting process even when other workers are idle.
         max_rescues: lease expiries a run survives before it fails with ``worker_lost``.
         imports: modules to import at start-up (where your tools live), comma-separated.

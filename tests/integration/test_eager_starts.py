@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 import agentflow
@@ -16,6 +18,8 @@ from agentflow.core.tools import ToolRegistry
 from agentflow.engine import Engine
 from agentflow.runtime.worker import Worker
 from tests.conftest import make_settings
+from tests.support.processes import worker_env
+from tests.support.serve_process import ServeProcess
 
 TOOLS = ToolRegistry()
 CALLS: list[int] = []
@@ -155,3 +159,40 @@ async def test_a_worker_without_code_steps_hands_a_code_run_back(database_url: s
                 await asyncio.sleep(0.02)
         assert run.status.value == "in_progress" and run.due_at is not None
         assert await engine.list_steps(started.id) == []
+
+
+@pytest.mark.parametrize("eager", [True, False], ids=["eager", "claimed"])
+async def test_agentflow_serve_starts_runs_on_its_own_worker_when_eager(
+    database_url: str, tmp_path: Path, eager: bool
+) -> None:
+    settings = {"eager_start": "true"} if eager else {}
+    server = ServeProcess(worker_env(database_url, **settings), tmp_path, concurrency=2)
+    try:
+        server.wait_ready()
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+            flow = {
+                "name": "eager_api",
+                "kind": "structured",
+                "nodes": [
+                    {"id": "m", "type": "mapping", "output": {"hi": "{{ payload.name }}"}},
+                    {"id": "done", "type": "finish", "output": "{{ input }}"},
+                ],
+            }
+            published = await http.post("/api/ai/workflows", json=flow)
+            assert published.status_code in (200, 201), published.text
+            workflow_id = published.json()["workflow"]["id"]
+            answer = await http.post(
+                f"/api/ai/workflows/{workflow_id}/runs", json={"payload": {"name": "Ada"}}
+            )
+            assert answer.status_code == 201, answer.text
+            started = answer.json()
+            # Eager: the start's answer is the run already held by the server's worker.
+            assert started["status"] == ("in_progress" if eager else "created")
+            run = f"/api/ai/workflows/{workflow_id}/runs/{started['id']}"
+            async with asyncio.timeout(20):
+                while (await http.get(run)).json()["status"] != "completed":
+                    await asyncio.sleep(0.05)
+            assert (await http.get(run)).json()["output"] == {"hi": "Ada"}
+    finally:
+        assert server.stop() == 0
+    assert server.error_logs() == {}
