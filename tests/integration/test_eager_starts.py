@@ -16,6 +16,7 @@ import agentflow
 from agentflow.core.errors import ConfigError
 from agentflow.core.tools import ToolRegistry
 from agentflow.engine import Engine
+from agentflow.runtime.metrics import REGISTRY
 from agentflow.runtime.worker import Worker
 from tests.conftest import make_settings
 from tests.support.processes import worker_env
@@ -68,10 +69,16 @@ async def engine_with_worker(
         await engine.close()
 
 
+def counted(name: str) -> float:
+    return REGISTRY.get_sample_value(f"agentflow_{name}_total") or 0.0
+
+
 async def test_an_eager_start_is_held_by_the_local_worker_and_runs_without_a_claim(database_url: str) -> None:
     async with engine_with_worker(database_url, eager=True) as (engine, worker):
         await engine.publish_workflow(FLOW)
+        eager, claims = counted("eager_starts"), counted("claims")
         started = await engine.start_run("eager", {"n": 1})
+        assert (counted("eager_starts"), counted("claims")) == (eager + 1, claims)
         # The insert made it held and begun by this process's worker.
         assert started.status.value == "in_progress"
         assert started.lease_owner == worker.name

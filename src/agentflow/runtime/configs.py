@@ -11,6 +11,7 @@ from agentflow.core.config_validation import validate_config
 from agentflow.core.definitions import AgentConfig, EmployeeConfig, StructuredConfig
 from agentflow.core.errors import NotFoundError
 from agentflow.core.graph.agent_nodes import AGENT_NODE, delegated_agent
+from agentflow.core.graph.code_nodes import needs_code
 from agentflow.core.graph.employee_nodes import RESPONSE_SCHEMA
 from agentflow.core.records import RunRecord, VersionRecord
 from agentflow.store import workflows
@@ -24,6 +25,7 @@ class ConfigCache:
         self._size = size
         self._items: dict[tuple[UUID, UUID, int], AgentConfig | StructuredConfig] = {}
         self._agents: dict[tuple[UUID, UUID, int, str, str], AgentConfig] = {}
+        self._code: dict[tuple[UUID, UUID, int], bool] = {}
 
     async def get(
         self, workspace_id: UUID, workflow_id: UUID, version: int
@@ -60,6 +62,17 @@ class ConfigCache:
                 self._agents.pop(next(iter(self._agents)))
             self._agents[key] = agent
         return agent
+
+    def needs_code(self, record: VersionRecord) -> bool:
+        """Whether the version has ``run_code`` nodes (``code_nodes.needs_code``, once per version)."""
+        key = (record.workspace_id, record.workflow_id, record.version)
+        needed = self._code.get(key)
+        if needed is None:
+            needed = needs_code(record.config)
+            if len(self._code) >= self._size:
+                self._code.pop(next(iter(self._code)))
+            self._code[key] = needed
+        return needed
 
     def parse(self, record: VersionRecord) -> AgentConfig | StructuredConfig:
         """The parsed config of a version record (parsed once, then cached)."""

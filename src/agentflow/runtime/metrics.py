@@ -22,6 +22,11 @@ RUNS_TERMINAL = Counter(
 STEPS = Counter("agentflow_steps", "Step attempts checkpointed", ["status"], registry=REGISTRY)
 CLAIMS = Counter("agentflow_claims", "Runs claimed by workers", registry=REGISTRY)
 RESCUES = Counter("agentflow_rescues", "Runs claimed after their lease expired", registry=REGISTRY)
+EAGER_STARTS = Counter(
+    "agentflow_eager_starts",
+    "Runs started held by a worker of the starting process (no claim)",
+    registry=REGISTRY,
+)
 FENCED = Counter(
     "agentflow_fenced_writes_rejected",
     "Checkpoints discarded because the worker had lost its lease",

@@ -22,7 +22,6 @@ from uuid import UUID
 from agentflow.agent.env import AgentEnv
 from agentflow.agent.gate import ModelGate
 from agentflow.core.definitions import AgentConfig, StructuredConfig
-from agentflow.core.graph.code_nodes import needs_code
 from agentflow.core.inbox import EMPTY
 from agentflow.core.lifecycle import RUN_CANCELED, RUN_FAILED
 from agentflow.core.records import RunRecord, VersionRecord
@@ -153,7 +152,7 @@ class Worker:
 
     def take(self, run: RunRecord, version: VersionRecord) -> None:
         """Drive ``run`` of ``version``, inserted held and begun under a lease from ``reserve``."""
-        if self._env.code is None and needs_code(version.config):
+        if self._env.code is None and self._configs.needs_code(version):
             # Code steps are off here: hand it back for a worker that runs them (rare: only a
             # version published while they were on has such nodes).
             task = asyncio.create_task(release_quietly(self.db.pool, run, run.fencing_token, self.name))
@@ -246,7 +245,7 @@ class Worker:
         return delay
 
     def _accept(self, item: runs.Claimed, *, begun: bool = False) -> None:
-        metrics.CLAIMS.inc()
+        (metrics.EAGER_STARTS if begun else metrics.CLAIMS).inc()
         if item.rescued:
             metrics.RESCUES.inc()
         run = item.run
