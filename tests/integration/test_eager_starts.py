@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 import agentflow
-from agentflow.core.errors import ConfigError
+from agentflow.core.errors import ConfigError, ConflictError
 from agentflow.core.tools import ToolRegistry
 from agentflow.engine import Engine
 from agentflow.runtime.metrics import REGISTRY
@@ -142,6 +142,23 @@ async def test_a_refused_start_gives_its_slot_back(database_url: str) -> None:
         lease = worker.reserve()  # the only slot is free again
         assert lease is not None and lease.owner == worker.name
         worker.unreserve()
+
+
+async def test_a_start_refused_by_the_database_gives_its_slot_back(database_url: str) -> None:
+    GATE["open"] = asyncio.Event()
+    async with engine_with_worker(database_url, eager=True, concurrency=2) as (engine, worker):
+        await engine.publish_workflow(FLOW)
+        first = await engine.start_run("eager", {"n": 1}, enrollment_key="acct-1")
+        assert first.lease_owner == worker.name
+        with pytest.raises(ConflictError) as refused:  # the insert itself is refused
+            await engine.start_run("eager", {"n": 2}, enrollment_key="acct-1")
+        assert refused.value.code == "run_already_active"
+        lease = worker.reserve()  # one run held, the refused start's slot free again
+        assert lease is not None
+        worker.unreserve()
+        GATE["open"].set()
+        assert (await engine.wait_for_run(first.id, timeout=20)).status.value == "completed"
+    assert CALLS == [1, 2]
 
 
 async def test_a_stopped_worker_takes_no_start(database_url: str) -> None:
