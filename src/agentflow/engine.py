@@ -268,6 +268,9 @@ class Engine:
         """Start a run on the workflow's latest version (or ``version``), at most once per
         ``idempotency_key``: a start with a key already used returns that run (``replayed``).
 
+        With ``settings.eager_start`` and a worker of this engine running with a free slot, the
+        run comes back already held by that worker (``in_progress``), which runs it at once.
+
         Args:
             payload: the run's input, checked against the workflow's ``payload_format``.
             state: starting values of the run's variables, checked against its

@@ -108,8 +108,9 @@ class RunStarter:
                 conversation=conversation, traced=traced, lease=lease,
             )  # fmt: skip
         except BaseException:
-            # Nothing was inserted, or (a start canceled while its insert committed) a run
-            # held by no driver: its lease expires and a claim rescues it.
+            # Nothing was inserted or, rarely (a start canceled, or the database lost, while
+            # its insert committed), a run held by no driver: its lease expires, and a claim
+            # rescues it.
             if local is not None and lease is not None:
                 local.unreserve()
             raise

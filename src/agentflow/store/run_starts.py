@@ -20,7 +20,7 @@ from agentflow.store.database import WAKE_CHANNEL
 _COLUMNS = """workspace_id, id, workflow_id, workflow_version, status, input, state,
                       enrollment_key, parent_run_id, due_at, start_key, start_hash, trace_parent,
                       conversation"""
-# An eager start ($LEASE: the owner, then the lease's seconds) makes the run already held by
+# An eager start ($OWNER and $TTL: the lease's owner and seconds) makes the run already held by
 # the starting process's worker, begun under fencing token 1 as a claim would make it: no
 # NOTIFY, no claim, no begin on the way to its first step (``Lease``).
 _HELD_COLUMNS = ", fencing_token, began_token, lease_owner, lease_expires_at, started_at"
