@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib
 import json
 import os
@@ -83,6 +84,8 @@ def run_with_engine(
     async def go() -> T:
         chosen = settings or settings_with(imports)
         async with Engine.open(chosen, wait=chosen.startup_wait if service else 0.0) as engine:
+            if service:
+                freeze_startup_heap()
             return await action(engine)
 
     try:
@@ -90,6 +93,17 @@ def run_with_engine(
     except AgentflowError as exc:
         fail(exc)
         raise  # unreachable: fail() exits
+
+
+def freeze_startup_heap() -> None:
+    """Keep what a long-running process made while starting (modules, its tools, the engine)
+    out of the garbage collector's full passes from now on (``gc.freeze``).
+
+    Those passes walk every tracked object; in a worker under load each one stalled every run
+    of the process for 50-70 ms (eight in 16,000 runs), 2-5 ms once the start-up heap was frozen.
+    Only the commands that own their process do this, never the library.
+    """
+    gc.freeze()
 
 
 EVENT_LOOPS = ("auto", "uvloop", "asyncio")

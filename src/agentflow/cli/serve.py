@@ -10,7 +10,15 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from agentflow.cli.common import IMPORTS_OPTION, console, err_console, fail, run_loop, settings_with
+from agentflow.cli.common import (
+    IMPORTS_OPTION,
+    console,
+    err_console,
+    fail,
+    freeze_startup_heap,
+    run_loop,
+    settings_with,
+)
 from agentflow.core.errors import AgentflowError
 from agentflow.engine import Engine
 from agentflow.settings import Settings
@@ -89,6 +97,7 @@ async def run_server(
     if auth == "optional":
         warn_keyless(host, port)
     async with Engine.open(settings, wait=settings.startup_wait) as engine:
+        freeze_startup_heap()
         config = uvicorn.Config(
             create_app(engine, auth=auth, policy=policy),
             host=host,
