@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import signal
 
@@ -51,6 +52,7 @@ def task_then_complete() -> ScriptedProvider:
 async def serve(concurrency: int) -> None:
     """Run one worker with the scripted model until SIGTERM or SIGINT."""
     async with Engine.open(Settings()) as engine:
+        gc.freeze()  # as ``agentflow worker`` does (cli.common.freeze_startup_heap)
         worker = engine.worker(concurrency=concurrency, model=task_then_complete())
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
