@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Literal
 
 import platformdirs
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agentflow.core.errors import ConflictError
@@ -119,6 +119,17 @@ class Settings(BaseSettings):
 
     database_url: str | None = None
     data_dir: Path = Field(default_factory=_default_data_dir)
+
+    @field_validator("database_url")
+    @classmethod
+    def _postgres_url(cls, value: str | None) -> str | None:
+        """Empty means unset (the embedded server); anything else must be a PostgreSQL URL."""
+        if value is None or not value.strip():
+            return None
+        if not value.startswith(("postgresql://", "postgres://")):
+            raise ValueError("must be a PostgreSQL URL such as postgresql://user:password@host:5432/db")
+        return value
+
     pool_min_size: int = Field(default=2, ge=1)
     pool_max_size: int = Field(default=20, ge=1)
     statement_timeout: float = Field(default=30.0, gt=0)

@@ -29,7 +29,7 @@ from agentflow.cli import (
     workflows,
     workspaces,
 )
-from agentflow.cli.common import choose_event_loop
+from agentflow.cli.common import check_settings, choose_event_loop
 from agentflow.core.errors import AgentflowError
 from agentflow.runtime import tracing
 from agentflow.runtime.log_context import configure_logging
@@ -78,6 +78,7 @@ def _root(
     except AgentflowError as exc:
         typer.echo(f"error: {exc.info.message}", err=True)
         raise typer.Exit(2) from None
+    check_settings()
 
 
 def main() -> None:

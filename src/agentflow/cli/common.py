@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
@@ -28,6 +29,21 @@ err_console = Console(stderr=True)
 IMPORTS_OPTION = typer.Option(
     None, "--import", "-i", help="Module to import first (where your tools are). Repeatable."
 )
+
+
+def check_settings() -> None:
+    """Exit 2 with one line per bad ``AGENTFLOW_*`` variable (which, why, what it got)
+    instead of a traceback, before any command reads the settings."""
+    try:
+        Settings()
+    except ValidationError as exc:
+        for error in exc.errors():
+            name = "AGENTFLOW_" + "_".join(str(part) for part in error["loc"]).upper()
+            got = error.get("input")
+            err_console.print(
+                f"error: {name}: {error['msg']} (got {got!r})", markup=False, highlight=False, soft_wrap=True
+            )
+        raise typer.Exit(2) from None
 
 
 def settings_with(imports: list[str] | None = None) -> Settings:
