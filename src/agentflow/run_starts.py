@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any, Protocol
+from typing import Any
 from uuid import UUID
 
 import asyncpg
@@ -27,24 +27,17 @@ import asyncpg
 from agentflow.core import planner, starts
 from agentflow.core.errors import ConflictError
 from agentflow.core.ids import as_uuid
-from agentflow.core.records import RunRecord, VersionRecord
+from agentflow.core.records import VersionRecord
 from agentflow.core.state_definition import check_start_state
 from agentflow.runtime import metrics, tracing
 from agentflow.runtime.configs import ConfigCache
+from agentflow.runtime.leases import LocalWorker
 from agentflow.store import workflows
 from agentflow.store.commit_groups import CommitGroup
 from agentflow.store.run_starts import Lease, Started, StartKey, start_if_current, start_once
 
 FindVersion = Callable[[UUID | str, int | None, UUID], Awaitable[VersionRecord]]
 """Reads a version or raises ``NotFoundError`` saying precisely what is missing."""
-
-
-class LocalWorker(Protocol):
-    """A worker in the starting process that takes runs as they start (``runtime.worker``)."""
-
-    def reserve(self) -> Lease | None: ...  # pragma: no cover
-    def take(self, run: RunRecord, version: VersionRecord) -> None: ...  # pragma: no cover
-    def unreserve(self) -> None: ...  # pragma: no cover
 
 
 class RunStarter:

@@ -2,7 +2,9 @@
 held by that process's worker, is rescued once its lease expires, and each node runs once.
 
 The starting process (a real subprocess: an engine with ``eager_start`` and its own worker) is
-armed to kill itself as the run's first step begins (failpoint ``before_step``). The eager
+armed to kill itself as the run's first step begins (failpoint ``before_step``). It starts the
+run through its engine (an API start), or its worker's dispatcher starts it for an event the
+process published. The eager
 insert began the run, so the death counts as a step cut off (``rescues``), never as a load that
 failed. The negative control checks the kill really stranded the run: until the lease expires
 nobody takes it, held by the dead owner with no step recorded, and it completes only once
@@ -29,6 +31,7 @@ LEASE_TTL = 2.0
 FLOW = {
     "name": "eager_kill",
     "kind": "structured",
+    "trigger": {"topics": ["eager.kill"]},
     "nodes": [{"id": n, "type": "tool", "tool": NOOP} for n in ("one", "two", "three")],
 }
 STARTER = """
@@ -41,30 +44,42 @@ async def main() -> None:
     settings = Settings(database_url=sys.argv[1], eager_start=True, lease_ttl=float(sys.argv[2]),
                         pool_min_size=1, pool_max_size=4)
     engine = await Engine.connect(settings, migrate_schema=False)
-    worker = engine.worker(concurrency=2, dispatch=False)
+    by_event = sys.argv[3] == "event"
+    worker = engine.worker(concurrency=2, dispatch=by_event)
     task = asyncio.create_task(worker.run())
     await worker.wait_until_running()
-    run = await engine.start_run("eager_kill")
-    print(run.id, run.status.value, run.lease_owner, flush=True)
+    if by_event:  # the worker's dispatcher starts the run
+        await engine.events.publish([{"topic": "eager.kill", "message_id": "k1", "data": {}}])
+    else:
+        run = await engine.start_run("eager_kill")
+        print(run.id, run.status.value, run.lease_owner, flush=True)
     await task  # the first step's failpoint kills this process
 
 asyncio.run(main())
 """
 
 
-async def test_a_run_started_eagerly_by_a_process_that_dies_is_rescued_once(database_url: str) -> None:
+@pytest.mark.parametrize("way", ["api", "event"])
+async def test_a_run_started_eagerly_by_a_process_that_dies_is_rescued_once(
+    database_url: str, way: str
+) -> None:
     engine = await Engine.connect(make_settings(database_url, lease_ttl=LEASE_TTL), migrate_schema=False)
     try:
         await engine.publish_workflow(FLOW)
         env = {**os.environ, "AGENTFLOW_FAILPOINTS": "before_step"}
         starter = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", STARTER, database_url, str(LEASE_TTL),
+            sys.executable, "-c", STARTER, database_url, str(LEASE_TTL), way,
             stdout=asyncio.subprocess.PIPE, env=env,
         )  # fmt: skip
         out, _ = await asyncio.wait_for(starter.communicate(), 60)
         assert starter.returncode == -9, out  # killed by its failpoint
-        run_id, status, owner = out.decode().split()
-        assert status == "in_progress" and owner != "None"  # started held, eagerly
+        if way == "api":
+            run_id, status, owner = out.decode().split()
+            assert status == "in_progress" and owner != "None"  # started held, eagerly
+        else:
+            [started] = await engine.list_runs(workflow="eager_kill")
+            run_id, owner = str(started.id), started.lease_owner
+            assert owner is not None and started.started_at == started.created_at  # held at insert
 
         # Negative control: the dead process stranded it, held and begun, with no step.
         stranded = await engine.get_run(run_id)

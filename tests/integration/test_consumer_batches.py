@@ -15,6 +15,7 @@ import asyncpg
 
 from agentflow.core.events import Event
 from agentflow.engine import Engine
+from agentflow.store import events
 from agentflow.store.database import Connection
 
 
@@ -44,3 +45,17 @@ async def test_a_consumer_shrinks_a_batch_that_cannot_commit_until_it_can(engine
         await asyncio.wait_for(task, 10)
     assert seen == [f"m{i}" for i in range(40)]
     assert attempts[0] == 40 and min(attempts) <= 3
+
+
+async def test_a_consumers_position_is_registered_once_and_held_by_one_instance(engine: Engine) -> None:
+    """The first batch registers the consumer at the start of the log; while one instance
+    holds the position, another gets none at once; afterwards it gets it."""
+    pool = engine.db.pool
+    async with pool.acquire() as first, first.transaction():
+        assert await events.lock_position(first, "one.consumer", None) == events.Position(0, 0)
+        await events.store_position(first, "one.consumer", events.Position(7, 3))
+    async with pool.acquire() as again, again.transaction():
+        assert await events.lock_position(again, "one.consumer", None) == events.Position(7, 3)
+        async with pool.acquire() as other, other.transaction():
+            assert await asyncio.wait_for(events.lock_position(other, "one.consumer", None), 5) is None
+    assert await pool.fetchval("SELECT count(*) FROM consumer_offsets WHERE consumer = 'one.consumer'") == 1

@@ -7,6 +7,8 @@ so the figure is latency, not queueing. Both ends are the database clock: the ev
 ``received_at`` (its publish statement's ``now()``) and the first step's ``started_at``;
 the run is found through the dispatcher's recorded decision. The stages in between: the
 run's ``created_at`` (the dispatcher transaction's ``now()``) and ``started_at`` (its claim).
+The same events are then published to a worker with eager starts (``AGENTFLOW_EAGER_START``):
+its dispatcher inserts the run held by that worker, which runs it with no claim.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import asdict
+from uuid import UUID
 
 from agentflow.bench import queries
 from agentflow.bench.context import BenchContext, publish, triggered
@@ -22,6 +25,7 @@ from agentflow.bench.report import Target, WorkloadResult
 from agentflow.bench.stats import Summary
 
 TOPIC = "bench.e2"
+EAGER_TOPIC = "bench.e2.eager"
 TARGET_P50_MS = 50.0
 
 
@@ -33,22 +37,16 @@ async def e2(ctx: BenchContext) -> WorkloadResult:
     )
     pool = ctx.engine.db.pool
     workflow = await publish(ctx.engine, triggered("bench_e2", {"topics": [TOPIC]}))
-    calls: list[float] = []
     ctx.progress(f"E2: {n} events, one at a time")
-    async with worker_group(ctx.url, 1, ctx.concurrency) as group:
-        await asyncio.sleep(0.5)  # let the worker and its dispatcher finish starting and go idle
-        for index in range(n):
-            event = {"topic": TOPIC, "message_id": f"e2-{index}", "data": {"n": index}}
-            began = time.perf_counter()
-            await ctx.engine.events.publish([event])
-            calls.append(time.perf_counter() - began)
-            await asyncio.sleep(0.01)
-            await queries.wait_until_ended(pool, workflow, index + 1, timeout=30, poll=0.005)
-            await asyncio.sleep(0.01)  # the worker and the dispatcher are idle before the next event
-        group.check_alive()
-
+    calls = await _publish_one_at_a_time(ctx, workflow, TOPIC, n, {})
     samples = await queries.event_latencies(pool, workflow)
     decided = await queries.decisions(pool)
+    eager_workflow = await publish(ctx.engine, triggered("bench_e2_eager", {"topics": [EAGER_TOPIC]}))
+    ctx.progress(f"E2: {n} events, one at a time, eager starts")
+    await _publish_one_at_a_time(ctx, eager_workflow, EAGER_TOPIC, n, {"AGENTFLOW_EAGER_START": "true"})
+    eager = Summary.of(
+        [stepped for _c, _cl, stepped in await queries.event_latencies(pool, eager_workflow)]
+    ).scaled(1000)
     to_step = Summary.of([stepped for _c, _cl, stepped in samples]).scaled(1000)
     to_run = Summary.of([created for created, _cl, _s in samples]).scaled(1000)
     to_claim = Summary.of([claimed for _c, claimed, _s in samples]).scaled(1000)
@@ -66,6 +64,8 @@ async def e2(ctx: BenchContext) -> WorkloadResult:
     result.add("p99 event -> run created (dispatcher)", to_run.p99, "ms", floor=commit)
     result.add("p50 event -> run claimed", to_claim.p50, "ms", floor=commit)
     result.add("p50 engine.events.publish call (client clock)", call.p50, "ms", floor=commit)
+    result.add("p50 event -> first step running, eager start", eager.p50, "ms", floor=commit)
+    result.add("p99 event -> first step running, eager start", eager.p99, "ms", floor=commit)
     result.details = {
         "events": n,
         "samples": to_step.n,
@@ -78,5 +78,28 @@ async def e2(ctx: BenchContext) -> WorkloadResult:
         "event_to_run_ms": asdict(to_run),
         "event_to_claim_ms": asdict(to_claim),
         "publish_call_ms": asdict(call),
+        "eager": "the same events to a worker with AGENTFLOW_EAGER_START=true (its dispatcher's runs"
+        " held by it)",
+        "eager_event_to_step_ms": asdict(eager),
     }
     return result
+
+
+async def _publish_one_at_a_time(
+    ctx: BenchContext, workflow: UUID, topic: str, n: int, settings: dict[str, str]
+) -> list[float]:
+    """Publish ``n`` events to ``topic``, each once the last one's run ended, with one idle
+    worker process (its dispatcher starts the runs); the publish calls' seconds."""
+    calls: list[float] = []
+    async with worker_group(ctx.url, 1, ctx.concurrency, settings=settings) as group:
+        await asyncio.sleep(0.5)  # let the worker and its dispatcher finish starting and go idle
+        for index in range(n):
+            event = {"topic": topic, "message_id": f"e2-{index}", "data": {"n": index}}
+            began = time.perf_counter()
+            await ctx.engine.events.publish([event])
+            calls.append(time.perf_counter() - began)
+            await asyncio.sleep(0.01)
+            await queries.wait_until_ended(ctx.engine.db.pool, workflow, index + 1, timeout=30, poll=0.005)
+            await asyncio.sleep(0.01)  # the worker and the dispatcher are idle before the next event
+        group.check_alive()
+    return calls

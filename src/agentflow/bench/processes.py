@@ -15,7 +15,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,16 +69,22 @@ class WorkerGroup:
 
 @asynccontextmanager
 async def worker_group(
-    url: str, count: int, concurrency: int, *, program: Sequence[str] = CLI_WORKER
+    url: str,
+    count: int,
+    concurrency: int,
+    *,
+    program: Sequence[str] = CLI_WORKER,
+    settings: Mapping[str, str] | None = None,
 ) -> AsyncIterator[WorkerGroup]:
     """Start ``count`` workers on ``url``, wait until each is ready, stop them at the end.
 
     ``program`` is what the interpreter runs, before ``--concurrency N``: ``agentflow worker``
     by default (A1 runs ``agentflow.bench.agent_worker``, the same worker with a scripted model).
+    ``settings``: more environment for them (``AGENTFLOW_*``).
     """
     group = WorkerGroup(concurrency)
     log_dir = Path(tempfile.mkdtemp(prefix="agentflow-bench-workers-"))
-    env = {**os.environ, "AGENTFLOW_DATABASE_URL": url, "COLUMNS": "200"}
+    env = {**os.environ, "AGENTFLOW_DATABASE_URL": url, "COLUMNS": "200", **(settings or {})}
     try:
         for index in range(count):
             log = log_dir / f"worker-{index}.log"

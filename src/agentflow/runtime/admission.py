@@ -22,13 +22,15 @@ from agentflow.core.conversations import conversation_of
 from agentflow.core.definitions import AgentConfig, StructuredConfig
 from agentflow.core.errors import StepFailure
 from agentflow.core.events import Event
-from agentflow.core.records import VersionRecord
+from agentflow.core.records import RunRecord, VersionRecord
 from agentflow.core.sources import source_topics
 from agentflow.core.triggers import Trigger, conditions_hold, debounce_key, enrollment_key, event_document
 from agentflow.nodes.rendering import call_rendering
 from agentflow.runtime import metrics
+from agentflow.runtime.leases import LocalWorker
 from agentflow.store import debounce, decisions, dispatch, gates
 from agentflow.store.database import Connection
+from agentflow.store.run_starts import Lease
 
 Config = AgentConfig | StructuredConfig
 _NO_TRIGGER = Trigger()
@@ -168,11 +170,19 @@ async def start(
         metrics.RUNS_STARTED.inc()
         run_id = deferred.add(version, payload, planner.initial_state(config), trigger_doc, docs)
         return Decision("started", run_id, key, reason)
-    outcome = await dispatch.start_or_enroll(
-        conn, version.workspace_id, version.workflow_id, version.version, key,
-        trigger.enrollment.reuse, trigger.mode, payload, planner.initial_state(config), trigger_doc, docs,
-        tell_canceled=deferred is not None and version.workspace_id in deferred.hears_canceled,
-    )  # fmt: skip
+    lease = deferred.reserve() if deferred is not None else None
+    held = None
+    try:
+        outcome = await dispatch.start_or_enroll(
+            conn, version.workspace_id, version.workflow_id, version.version, key,
+            trigger.enrollment.reuse, trigger.mode, payload, planner.initial_state(config), trigger_doc,
+            docs, tell_canceled=deferred is not None and version.workspace_id in deferred.hears_canceled,
+            lease=lease,
+        )  # fmt: skip
+        held = outcome.held
+    finally:
+        if deferred is not None and lease is not None:
+            deferred.keep(held, version)
     if outcome.replaced is not None:
         reason = {**reason, "canceled_run": str(outcome.replaced)}
     if outcome.decision in ("started", "restarted"):
@@ -183,12 +193,46 @@ async def start(
 class BatchStarts:
     """How the dispatcher's batch starts runs: those without an enrollment key together, by
     one statement (``insert``; not when ``together`` is off), and which workspaces hear
-    ``run.canceled`` (a run their trigger's ``restart`` mode cancels tells it)."""
+    ``run.canceled`` (a run their trigger's ``restart`` mode cancels tells it).
 
-    def __init__(self, *, together: bool = True, hears_canceled: Collection[UUID] = ()) -> None:
+    With ``local`` (eager starts, only with ``together``: a failure then rolls the whole batch
+    back), runs are inserted held by that worker while it has free slots, and handed to it by
+    ``settle`` once the batch committed: they run without a claim.
+    """
+
+    def __init__(
+        self,
+        *,
+        together: bool = True,
+        hears_canceled: Collection[UUID] = (),
+        local: LocalWorker | None = None,
+    ) -> None:
         self.together = together
         self.hears_canceled = hears_canceled
+        self._local = local if together else None
         self._runs: list[dispatch.NewRun] = []
+        self._versions: dict[UUID, VersionRecord] = {}  # of the held runs, by run id
+        self._lease: Lease | None = None
+        self._promised = 0  # slots reserved and not yet settled
+        self._held: list[tuple[RunRecord, VersionRecord]] = []
+
+    def reserve(self) -> Lease | None:
+        """A slot of the local worker for the next run, or None (insert it ready)."""
+        lease = self._local.reserve() if self._local is not None else None
+        if lease is not None:
+            self._lease = lease
+            self._promised += 1
+        return lease
+
+    def keep(self, run: RunRecord | None, version: VersionRecord) -> None:
+        """Settle a slot from ``reserve`` at once: ``run`` was inserted held with it (handed
+        over by ``settle``), or None: no run took it."""
+        if run is None:
+            self._promised -= 1
+            assert self._local is not None
+            self._local.unreserve()
+        else:
+            self._held.append((run, version))
 
     def add(
         self,
@@ -200,6 +244,9 @@ class BatchStarts:
     ) -> UUID:
         """Queue a run; return the id it will have."""
         run_id = uuid.uuid4()
+        held = self.reserve() is not None
+        if held:
+            self._versions[run_id] = version
         self._runs.append(
             dispatch.NewRun(
                 version.workspace_id,
@@ -210,6 +257,7 @@ class BatchStarts:
                 state,
                 trigger_doc,
                 docs,
+                held,
             )
         )
         return run_id
@@ -217,7 +265,20 @@ class BatchStarts:
     async def insert(self, conn: Connection) -> None:
         """Insert the queued runs (in the caller's transaction) and forget them."""
         runs, self._runs = self._runs, []
-        await dispatch.start_many(conn, runs)
+        held = await dispatch.start_many(conn, runs, self._lease)
+        self._held += [(run, self._versions.pop(run.id)) for run in held]
+
+    def settle(self, committed: bool) -> None:
+        """After the caller's transaction: hand the held runs to the local worker when it
+        committed; give every reserved slot back when it did not."""
+        if self._local is None:
+            return
+        taken = self._held if committed else []
+        for run, version in taken:
+            self._local.take(run, version)
+        for _ in range(self._promised - len(taken)):
+            self._local.unreserve()
+        self._promised, self._held = 0, []
 
 
 Entry = tuple[VersionRecord, Event, Decision] | decisions.Miss

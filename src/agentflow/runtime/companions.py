@@ -13,6 +13,7 @@ from agentflow.agent.reply_judge import ModelReplyJudge
 from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.dispatcher import Dispatcher
 from agentflow.runtime.gatekeeper import EventGate, Gatekeeper
+from agentflow.runtime.leases import LocalWorker
 from agentflow.runtime.lifecycle_listeners import LifecycleListeners
 from agentflow.runtime.notifier import Notifier
 from agentflow.runtime.reply_reader import ReplyReader
@@ -59,13 +60,15 @@ def worker_companions(
     agents: AgentEnv,
     configs: ConfigCache,
     listeners: LifecycleListeners,
+    local: LocalWorker | None = None,
 ) -> list[Companion]:
     """The loops a worker named ``owner`` runs beside its claim loop: events to runs (the
     dispatcher); schedules, debounce windows, expiries and retention (the scheduler); gated
     events (the gatekeeper, asking ``gate``); the notification outbox (the notifier); replies
-    by email and Slack (the reply reader)."""
+    by email and Slack (the reply reader). ``local``: the worker, when its dispatcher's starts
+    are eager."""
     return [
-        Dispatcher(db).consumer(poll_interval=settings.poll_interval),
+        Dispatcher(db, local).consumer(poll_interval=settings.poll_interval),
         Scheduler(
             db,
             poll_interval=settings.poll_interval,

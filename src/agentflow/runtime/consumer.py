@@ -42,6 +42,8 @@ class EventConsumer:
         workspace_id: consume one workspace only (None: every workspace).
         batch_size: events per transaction.
         poll_interval: the longest it sleeps without a NOTIFY.
+        settle: called after each batch's transaction with whether it committed (the
+            dispatcher hands the runs it started held to its worker then).
     """
 
     def __init__(
@@ -53,8 +55,10 @@ class EventConsumer:
         workspace_id: UUID | None = None,
         batch_size: int = 500,
         poll_interval: float = 1.0,
+        settle: Callable[[bool], None] | None = None,
     ) -> None:
         self.db = db
+        self.settle = settle
         self.name = name
         self.handler = handler
         self.workspace_id = workspace_id
@@ -75,15 +79,21 @@ class EventConsumer:
 
     async def consume_batch(self) -> int:
         """Process one batch; return how many events it held (0: none ready, or locked)."""
-        async with self.db.pool.acquire() as conn, conn.transaction():
-            position = await events.lock_position(conn, self.name, self.workspace_id)
-            if position is None:
-                return 0  # another instance of this consumer is processing a batch
-            batch = await events.read_after(conn, position, self.limit, self.workspace_id)
-            if batch:
-                await self.handler(conn, batch)
-                await events.store_position(conn, self.name, batch[-1].position)
+        committed = False
+        try:
+            async with self.db.pool.acquire() as conn, conn.transaction():
+                position = await events.lock_position(conn, self.name, self.workspace_id)
+                if position is None:
+                    return 0  # another instance of this consumer is processing a batch
+                batch = await events.read_after(conn, position, self.limit, self.workspace_id)
+                if batch:
+                    await self.handler(conn, batch)
+                    await events.store_position(conn, self.name, batch[-1].position)
+            committed = True
             return len(batch)
+        finally:
+            if self.settle is not None:
+                self.settle(committed)
 
     async def run(self) -> None:
         """Consume until ``stop()``, through database outages.

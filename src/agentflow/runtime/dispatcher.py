@@ -35,6 +35,7 @@ from agentflow.runtime.admission import (
 from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.consumer import EventConsumer
 from agentflow.runtime.event_waits import answer_waits
+from agentflow.runtime.leases import LocalWorker
 from agentflow.store import decisions, dispatch
 from agentflow.store.database import TRANSACTION_CONFLICTS, Connection, Database, unavailable
 
@@ -44,10 +45,19 @@ CONSUMER_NAME = "agentflow.dispatcher"
 
 
 class Dispatcher:
-    """Turns events into runs; use ``consumer()`` to run it."""
+    """Turns events into runs; use ``consumer()`` to run it.
 
-    def __init__(self, db: Database) -> None:
+    Args:
+        db: the database.
+        local: the worker this dispatcher runs beside, when starts are eager
+            (``Settings.eager_start``): the runs a batch starts are inserted held by it while it
+            has free slots, and run there once the batch committed, without a claim.
+    """
+
+    def __init__(self, db: Database, local: LocalWorker | None = None) -> None:
         self.db = db
+        self._local = local
+        self._starts: BatchStarts | None = None  # the batch in flight's
         self._configs = ConfigCache(db.pool)
         # The listening versions of the last batch: their configs are not read again.
         self._versions: dict[tuple[UUID, UUID, int], VersionRecord] = {}
@@ -66,8 +76,15 @@ class Dispatcher:
         holds only the events that are there: one event at a time is dispatched at once.
         """
         return EventConsumer(
-            self.db, CONSUMER_NAME, self.handle, batch_size=batch_size, poll_interval=poll_interval
-        )
+            self.db, CONSUMER_NAME, self.handle, batch_size=batch_size, poll_interval=poll_interval,
+            settle=self.settle,
+        )  # fmt: skip
+
+    def settle(self, committed: bool) -> None:
+        """After a batch's transaction: its held runs go to the worker if it committed."""
+        starts, self._starts = self._starts, None
+        if starts is not None:
+            starts.settle(committed)
 
     async def handle(self, conn: Connection, batch: list[Event]) -> None:
         """Decide every (event, listening workflow) pair of the batch; record the decisions in
@@ -96,7 +113,10 @@ class Dispatcher:
         entries: list[Entry] = []
         # Runs that cannot conflict are inserted together below; the careful pass inserts
         # each in its own savepoint instead.
-        deferred = BatchStarts(together=not careful, hears_canceled=self._hearing(RUN_CANCELED))
+        deferred = BatchStarts(
+            together=not careful, hears_canceled=self._hearing(RUN_CANCELED), local=self._local
+        )
+        self._starts = deferred
         for event in batch:
             listeners = by_topic[(event.workspace_id, event.topic)]
             document = event_document(event) if listeners else None

@@ -9,14 +9,15 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID
 
 import asyncpg
 
-from agentflow.core.records import RunRecord
+from agentflow.core.records import RunRecord, VersionRecord
 from agentflow.store import runs
 from agentflow.store.database import TRANSACTION_CONFLICTS, UNAVAILABLE_ERRORS, unavailable
+from agentflow.store.run_starts import Lease
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +36,17 @@ class Held:
         """Stop the run's running steps (their results would be fenced off anyway)."""
         for running in self.steps:
             running.cancel()
+
+
+class LocalWorker(Protocol):
+    """A worker that takes runs its own process starts, as they start (eager starts: an API
+    start, or its dispatcher's). ``reserve`` promises a free slot and gives the lease to insert
+    the run with; each promise ends with ``take`` (the run was inserted held and committed) or
+    ``unreserve`` (it was not)."""
+
+    def reserve(self) -> Lease | None: ...  # pragma: no cover
+    def take(self, run: RunRecord, version: VersionRecord) -> None: ...  # pragma: no cover
+    def unreserve(self) -> None: ...  # pragma: no cover
 
 
 class Promises:

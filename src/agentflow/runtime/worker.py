@@ -59,6 +59,8 @@ class Worker:
         dispatch: also run the dispatcher (events -> runs), the scheduler (cron and debounce
             windows -> runs) and the gatekeeper (gated events -> runs); any number of workers
             may, each batch, due schedule, window or gate request is handled by one of them.
+            With ``settings.eager_start``, the runs its dispatcher starts are inserted held by
+            this worker while it has free slots, and run here without a claim.
         gate: the event gate the gatekeeper asks (default: the workflow's model, see
             ``agentflow.agent.gate.ModelGate``).
         model: answer every model call of agent runs and the gate with this provider (tests,
@@ -118,6 +120,7 @@ class Worker:
                 agents=self.agents,
                 configs=self._configs,
                 listeners=self._listeners,
+                local=self if settings.eager_start else None,
             )
             if dispatch
             else []

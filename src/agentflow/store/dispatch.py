@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 from uuid import UUID
 
-from agentflow.core.records import VersionRecord
+from agentflow.core.records import RunRecord, VersionRecord
 from agentflow.store import inbox, runs
 from agentflow.store.database import WAKE_CHANNEL, Connection
+from agentflow.store.run_starts import Lease
 
 # A key's active run can end between our look and our insert; a few rounds always settle it.
 _ROUNDS = 8
@@ -57,6 +58,34 @@ async def listening_workflows(
     ]
 
 
+# A started run and its trigger rows, ready ($9: the lease's owner, $10 its seconds, to hold it).
+_START_KEYED = """
+WITH r AS (
+    INSERT INTO runs (workspace_id, id, workflow_id, workflow_version, status, input, state,
+                      enrollment_key, trigger, conversation, trace_parent, due_at$HELD_COLUMNS)
+    VALUES ($1, gen_random_uuid(), $2, $3, $STATUS, $4, $5, $6, $7, $7::jsonb -> 'conversation',
+            $7::jsonb ->> 'trace_parent', $DUE$HELD_VALUES)
+    ON CONFLICT (workspace_id, workflow_id, enrollment_key)
+    WHERE active AND enrollment_key IS NOT NULL DO NOTHING RETURNING *
+), i AS (
+    INSERT INTO run_inbox (workspace_id, run_id, kind, payload, consumed_at, consumed_seq)
+    SELECT $1, r.id, 'trigger', doc, now(), 0 FROM r, unnest($8::jsonb[]) AS doc
+)
+SELECT $RESULT FROM r
+"""
+_HELD_COLUMNS = ", fencing_token, began_token, lease_owner, lease_expires_at, started_at"
+_HELD_VALUES = ", 1, 1, $9, now() + make_interval(secs => $10::float8), now()"
+_START_KEYED_HELD = (
+    _START_KEYED.replace("$HELD_COLUMNS", _HELD_COLUMNS).replace("$HELD_VALUES", _HELD_VALUES)
+    .replace("$STATUS", "'in_progress'").replace("$DUE", "now() + make_interval(secs => $10::float8)")
+    .replace("$RESULT", "r.*")
+)  # fmt: skip
+_START_KEYED = (
+    _START_KEYED.replace("$HELD_COLUMNS", "").replace("$HELD_VALUES", "").replace("$STATUS", "'created'")
+    .replace("$DUE", "now()").replace("$RESULT", f"id, pg_notify('{WAKE_CHANNEL}', '') IS NULL")
+)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Enrolled:
     """What happened to a matching event: ``started`` a run, ``enrolled`` into one, ..."""
@@ -64,6 +93,7 @@ class Enrolled:
     decision: str
     run_id: UUID | None
     replaced: UUID | None = None  # the run a restart canceled
+    held: RunRecord | None = None  # the run started, inserted held under the caller's lease
 
 
 async def start_or_enroll(
@@ -80,6 +110,7 @@ async def start_or_enroll(
     event_docs: list[dict[str, Any]],
     *,
     tell_canceled: bool = False,
+    lease: Lease | None = None,
 ) -> Enrolled:
     """Start a run for the key, or act on the key's active run as ``mode`` says (G3).
 
@@ -92,6 +123,8 @@ async def start_or_enroll(
             run records them as consumed trigger rows in its inbox, an active run receives
             them as new inbox events.
         tell_canceled: a run ``restart`` cancels publishes ``run.canceled`` with the cancel.
+        lease: insert a new run held under it (an eager start, ``store.run_starts.Lease``);
+            it comes back in ``Enrolled.held``.
 
     Raises:
         EnrollmentContention: the key's runs kept changing for ``_ROUNDS`` rounds.
@@ -120,34 +153,24 @@ async def start_or_enroll(
             ):
                 return Enrolled("reuse_rejected", None)
         # The run and its trigger rows in one statement (one round trip per start).
-        run_id = await conn.fetchval(
-            "WITH r AS (INSERT INTO runs (workspace_id, id, workflow_id, workflow_version, status, input,"
-            " state, enrollment_key, trigger, conversation, trace_parent, due_at)"
-            " VALUES ($1, gen_random_uuid(), $2, $3, 'created', $4, $5, $6, $7,"
-            " $7::jsonb -> 'conversation', $7::jsonb ->> 'trace_parent', now())"
-            " ON CONFLICT (workspace_id, workflow_id, enrollment_key)"
-            " WHERE active AND enrollment_key IS NOT NULL DO NOTHING RETURNING id),"
-            " i AS (INSERT INTO run_inbox (workspace_id, run_id, kind, payload, consumed_at, consumed_seq)"
-            " SELECT $1, r.id, 'trigger', doc, now(), 0 FROM r, unnest($8::jsonb[]) AS doc)"
-            f" SELECT id, pg_notify('{WAKE_CHANNEL}', '') IS NULL FROM r",
-            workspace_id,
-            workflow_id,
-            version,
-            payload,
-            state,
-            key,
-            trigger,
-            event_docs,
-        )
-        if run_id is not None:
-            return Enrolled("restarted" if replaced else "started", run_id, replaced)
+        args = (workspace_id, workflow_id, version, payload, state, key, trigger, event_docs)
+        if lease is None:
+            run_id = await conn.fetchval(_START_KEYED, *args)
+            if run_id is not None:
+                return Enrolled("restarted" if replaced else "started", run_id, replaced)
+        else:
+            row = await conn.fetchrow(_START_KEYED_HELD, *args, lease.owner, lease.ttl)
+            if row is not None:
+                held = RunRecord.from_row(row)
+                return Enrolled("restarted" if replaced else "started", held.id, replaced, held)
         # A run for the key started meanwhile (another dispatcher, a webhook, the API): its
         # insert committed before ours gave up, so the next round sees it.
     raise EnrollmentContention(f"enrollment key {key!r} kept changing; retry the transaction")
 
 
 class NewRun(NamedTuple):
-    """A run to start with its trigger rows (``docs``: the events it was started by)."""
+    """A run to start with its trigger rows (``docs``: the events it was started by); ``held``:
+    inserted held under the batch's lease (an eager start)."""
 
     workspace_id: UUID
     id: UUID
@@ -157,24 +180,61 @@ class NewRun(NamedTuple):
     state: dict[str, Any]
     trigger: dict[str, Any]
     docs: list[dict[str, Any]]
+    held: bool = False
 
 
-async def start_many(conn: Connection, new: list[NewRun]) -> None:
-    """Start runs that hold no enrollment key (nothing to conflict with), in one statement."""
+# The runs ($9: held by the lease's owner $10 for $11 seconds, as ``_START_KEYED_HELD``; or
+# ready) and their trigger rows in one statement; the held ones come back.
+_START_MANY = """
+WITH r AS (
+    INSERT INTO runs (workspace_id, id, workflow_id, workflow_version, status, input, state, trigger,
+                      conversation, trace_parent, due_at, fencing_token, began_token, lease_owner,
+                      lease_expires_at, started_at)
+    SELECT ws, id, wf, v, CASE WHEN h THEN 'in_progress' ELSE 'created' END, input, state, trigger,
+           trigger -> 'conversation', trigger ->> 'trace_parent',
+           CASE WHEN h THEN now() + make_interval(secs => $11::float8) ELSE now() END,
+           h::int, CASE WHEN h THEN 1 END, CASE WHEN h THEN $10 END,
+           CASE WHEN h THEN now() + make_interval(secs => $11::float8) END, CASE WHEN h THEN now() END
+    FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::int[], $5::jsonb[], $6::jsonb[], $7::jsonb[],
+                $9::bool[]) AS n(ws, id, wf, v, input, state, trigger, h)
+    RETURNING *
+), i AS (
+    INSERT INTO run_inbox (workspace_id, run_id, kind, payload, consumed_at, consumed_seq)
+    SELECT ws, id, 'trigger', doc, now(), 0
+    FROM unnest($12::uuid[], $13::uuid[], $8::jsonb[]) AS d(ws, id, doc)
+)
+SELECT * FROM r WHERE lease_owner IS NOT NULL
+"""
+# The same, every run ready, and a NOTIFY so that a worker claims them.
+_START_MANY_READY = f"""
+WITH r AS (
+    INSERT INTO runs (workspace_id, id, workflow_id, workflow_version, status, input, state, trigger,
+                      conversation, trace_parent, due_at)
+    SELECT ws, id, wf, v, 'created', input, state, trigger, trigger -> 'conversation',
+           trigger ->> 'trace_parent', now()
+    FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::int[], $5::jsonb[], $6::jsonb[], $7::jsonb[])
+      AS n(ws, id, wf, v, input, state, trigger)
+    RETURNING 1
+), i AS (
+    INSERT INTO run_inbox (workspace_id, run_id, kind, payload, consumed_at, consumed_seq)
+    SELECT ws, id, 'trigger', doc, now(), 0
+    FROM unnest($9::uuid[], $10::uuid[], $8::jsonb[]) AS d(ws, id, doc)
+)
+SELECT pg_notify('{WAKE_CHANNEL}', '') FROM (SELECT count(*) FROM r) AS inserted
+"""
+
+
+async def start_many(conn: Connection, new: list[NewRun], lease: Lease | None = None) -> list[RunRecord]:
+    """Start runs that hold no enrollment key (nothing to conflict with), in one statement.
+
+    Returns:
+        The runs inserted held under ``lease`` (those marked ``held``), to hand to its worker
+        once the caller's transaction committed. The others wait for a claim.
+    """
     if not new:
-        return
+        return []
     docs = [(run, doc) for run in new for doc in run.docs]
-    await conn.execute(
-        "WITH r AS (INSERT INTO runs (workspace_id, id, workflow_id, workflow_version, status, input,"
-        " state, trigger, conversation, trace_parent, due_at)"
-        " SELECT ws, id, wf, v, 'created', input, state, trigger, trigger -> 'conversation',"
-        " trigger ->> 'trace_parent', now()"
-        " FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::int[], $5::jsonb[], $6::jsonb[], $7::jsonb[])"
-        "   AS n(ws, id, wf, v, input, state, trigger) RETURNING 1),"
-        " i AS (INSERT INTO run_inbox (workspace_id, run_id, kind, payload, consumed_at, consumed_seq)"
-        " SELECT ws, id, 'trigger', doc, now(), 0 FROM unnest($8::uuid[], $9::uuid[], $10::jsonb[])"
-        "   AS d(ws, id, doc))"
-        f" SELECT pg_notify('{WAKE_CHANNEL}', '') FROM (SELECT count(*) FROM r) AS inserted",
+    columns = (
         [run.workspace_id for run in new],
         [run.id for run in new],
         [run.workflow_id for run in new],
@@ -182,10 +242,20 @@ async def start_many(conn: Connection, new: list[NewRun]) -> None:
         [run.payload for run in new],
         [run.state for run in new],
         [run.trigger for run in new],
-        [run.workspace_id for run, _ in docs],
-        [run.id for run, _ in docs],
         [doc for _, doc in docs],
     )
+    if lease is None or not any(run.held for run in new):
+        await conn.execute(
+            _START_MANY_READY, *columns, [run.workspace_id for run, _ in docs], [run.id for run, _ in docs]
+        )
+        return []
+    rows = await conn.fetch(
+        _START_MANY, *columns, [run.held for run in new], lease.owner, lease.ttl,
+        [run.workspace_id for run, _ in docs], [run.id for run, _ in docs],
+    )  # fmt: skip
+    if not all(run.held for run in new):
+        await conn.execute(f"SELECT pg_notify('{WAKE_CHANNEL}', '')")  # the ready ones: claim them
+    return [RunRecord.from_row(row) for row in rows]
 
 
 async def _active_run(conn: Connection, workspace_id: UUID, workflow_id: UUID, key: str) -> UUID | None:

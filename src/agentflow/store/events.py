@@ -141,15 +141,21 @@ async def lock_position(conn: Connection, consumer: str, workspace_id: UUID | No
 
     Registers the consumer at the start of the log on first use.
     """
-    await conn.execute(
-        "INSERT INTO consumer_offsets (consumer, workspace_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-        consumer,
-        workspace_id,
-    )
-    row = await conn.fetchrow(
-        "SELECT xid, seq FROM consumer_offsets WHERE consumer = $1 FOR UPDATE SKIP LOCKED", consumer
-    )
+    row = await conn.fetchrow(_LOCK_POSITION, consumer, workspace_id)
     return Position(int(row["xid"]), row["seq"]) if row else None
+
+
+# One round trip: a new consumer's row comes from its insert (which this transaction holds
+# until it commits); an existing one is locked, unless another instance holds it (no row).
+_LOCK_POSITION = """
+WITH new AS (
+    INSERT INTO consumer_offsets (consumer, workspace_id) VALUES ($1, $2) ON CONFLICT DO NOTHING
+    RETURNING xid, seq
+)
+SELECT xid, seq FROM new
+UNION ALL
+SELECT * FROM (SELECT xid, seq FROM consumer_offsets WHERE consumer = $1 FOR UPDATE SKIP LOCKED) AS held
+"""
 
 
 async def store_position(conn: Connection, consumer: str, position: Position) -> None:
