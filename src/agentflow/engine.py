@@ -412,13 +412,14 @@ class Engine:
         """A worker on this engine's database (call ``await worker.run()``); with ``dispatch``
         it also turns events into runs, asking ``gate`` about gated agent workflows; ``model``
         answers every model call (default: each workflow's ``model``). With
-        ``settings.eager_start``, it takes this engine's starts while it runs (the last made)."""
+        ``settings.eager_start``, it takes this engine's starts (API and webhook calls) while it
+        runs (the last made)."""
         worker = Worker(
             self.db, self.settings, concurrency=concurrency, tools=tools, dispatch=dispatch, gate=gate,
             model=model, sealing_key=self._sealing_key,
         )  # fmt: skip
         if self.settings.eager_start:
-            self._starts.local = worker
+            self._starts.local = self.webhooks.local = worker
         return worker
 
     async def run_worker(self, *, concurrency: int | None = None, until_idle: bool = False) -> None:

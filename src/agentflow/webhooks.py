@@ -34,6 +34,7 @@ from agentflow.core.sealing import SealBroken, seal, unseal_any
 from agentflow.runtime import tracing
 from agentflow.runtime.admission import Config, Decision, admit, record
 from agentflow.runtime.configs import ConfigCache
+from agentflow.runtime.leases import LocalWorker
 from agentflow.runtime.lifecycle_listeners import LifecycleListeners
 from agentflow.store import access, decisions, events, workflows
 from agentflow.store.database import TRANSACTION_CONFLICTS, Database
@@ -83,6 +84,9 @@ class Webhooks:
         self._listeners = listeners or LifecycleListeners(db, configs)
         self._sealing_key = sealing_key
         self._previous = tuple(previous_keys)
+        # The worker of this process that runs the runs a call starts, at once (eager starts;
+        # set by ``Engine.worker``).
+        self.local: LocalWorker | None = None
 
     async def target(self, workflow: UUID | str, *, workspace_id: UUID) -> VersionRecord:
         """The latest version of a live workflow that a call may start.
@@ -173,20 +177,27 @@ class Webhooks:
     async def _store_and_admit(
         self, version: VersionRecord, config: Config, new: events.NewEvent, source: str, workspace_id: UUID
     ) -> Fired:
-        tell = await self._listeners.telling_cancels(workspace_id)
-        async with self.db.pool.acquire() as conn, conn.transaction():
-            (published,) = await events.publish(conn, workspace_id, [new], tracing.current_traceparent())
-            if not published.created:
-                prior = await decisions.decision_of(
-                    conn, workspace_id, version.workflow_id, new.topic, new.message_id
-                )
-                if prior is not None:
-                    decision = Decision(
-                        prior["decision"], prior["run_id"], prior["enrollment_key"], prior["reason"]
+        tell = await self._listeners.telling_cancels(workspace_id, self.local)
+        committed = False
+        try:
+            async with self.db.pool.acquire() as conn, conn.transaction():
+                (published,) = await events.publish(conn, workspace_id, [new], tracing.current_traceparent())
+                if not published.created:
+                    prior = await decisions.decision_of(
+                        conn, workspace_id, version.workflow_id, new.topic, new.message_id
                     )
-                    return Fired(decision, new.topic, new.message_id, replayed=True)
-            decision = await admit(conn, version, config, published.event, source, datetime.now(UTC), tell)
-            await record(conn, [(version, published.event, decision)])
+                    if prior is not None:
+                        decision = Decision(
+                            prior["decision"], prior["run_id"], prior["enrollment_key"], prior["reason"]
+                        )
+                        return Fired(decision, new.topic, new.message_id, replayed=True)
+                decision = await admit(
+                    conn, version, config, published.event, source, datetime.now(UTC), tell
+                )
+                await record(conn, [(version, published.event, decision)])
+            committed = True
+        finally:
+            tell.settle(committed)  # an eager start's run goes to the local worker once committed
         return Fired(decision, new.topic, new.message_id, replayed=not published.created)
 
     # Signing secrets -------------------------------------------------------------------

@@ -182,3 +182,64 @@ async def test_a_batch_that_rolls_back_hands_nothing_over_and_gives_its_slots_ba
             worker.unreserve()
         await asyncio.sleep(0.2)
     assert CALLS == []  # nothing was driven
+
+
+A1, B2 = {"n": 1, "account": "a"}, {"n": 2, "account": "b"}
+
+
+async def test_a_webhook_call_starts_its_run_on_the_local_worker(database_url: str) -> None:
+    GATE["open"] = asyncio.Event()
+    async with engine_with_worker(database_url, eager=True, concurrency=1, dispatch=False) as (
+        engine,
+        worker,
+    ):
+        published = await engine.publish_workflow(KEYED)
+        version = await engine.webhooks.target(
+            published.workflow.id, workspace_id=published.workflow.workspace_id
+        )
+        ws = version.workspace_id
+        eager = counted("eager_starts")
+        fired = await engine.webhooks.fire(version, A1, source="private", request_id="r1", workspace_id=ws)
+        assert fired.decision.decision == "started" and not fired.replayed
+        held = await engine.get_run(fired.decision.run_id)
+        assert held.lease_owner == worker.name and held.started_at == held.created_at  # held at insert
+        assert counted("eager_starts") == eager + 1
+        # The same call again is a replay: it starts nothing and takes no slot.
+        again = await engine.webhooks.fire(version, A1, source="private", request_id="r1", workspace_id=ws)
+        assert again.replayed and again.decision.run_id == held.id
+        # The only slot is busy: the next call's run waits for a claim.
+        other = await engine.webhooks.fire(version, B2, source="private", request_id="r2", workspace_id=ws)
+        waiting = await engine.get_run(other.decision.run_id)
+        assert waiting.status.value == "created" and waiting.lease_owner is None
+        GATE["open"].set()
+        done = [await engine.wait_for_run(r, timeout=20) for r in (held.id, waiting.id)]
+    assert [r.status.value for r in done] == ["completed", "completed"]
+    assert sorted(CALLS) == [1, 2]
+    assert counted("eager_starts") == eager + 1
+
+
+async def test_a_webhook_call_that_starts_nothing_gives_its_slot_back(database_url: str) -> None:
+    skip = flow("skipper", {"enrollment": {"key": "one"}, "mode": "skip"})
+    async with engine_with_worker(database_url, eager=True, concurrency=2, dispatch=False) as (
+        engine,
+        worker,
+    ):
+        GATE["open"] = asyncio.Event()
+        published = await engine.publish_workflow(skip)
+        version = await engine.webhooks.target(
+            published.workflow.id, workspace_id=published.workflow.workspace_id
+        )
+        ws = version.workspace_id
+        first = await engine.webhooks.fire(
+            version, {"n": 1}, source="private", request_id="a", workspace_id=ws
+        )
+        second = await engine.webhooks.fire(
+            version, {"n": 2}, source="private", request_id="b", workspace_id=ws
+        )
+        assert (first.decision.decision, second.decision.decision) == ("started", "skipped")
+        lease = worker.reserve()  # one slot held by the first run; the skipped call's is free again
+        assert lease is not None and worker.reserve() is None
+        worker.unreserve()
+        GATE["open"].set()
+        assert (await engine.wait_for_run(first.decision.run_id, timeout=20)).status.value == "completed"
+    assert CALLS == [1]

@@ -195,9 +195,10 @@ class BatchStarts:
     one statement (``insert``; not when ``together`` is off), and which workspaces hear
     ``run.canceled`` (a run their trigger's ``restart`` mode cancels tells it).
 
-    With ``local`` (eager starts, only with ``together``: a failure then rolls the whole batch
-    back), runs are inserted held by that worker while it has free slots, and handed to it by
-    ``settle`` once the batch committed: they run without a claim.
+    With ``local`` (eager starts), runs are inserted held by that worker while it has free
+    slots, and handed to it by ``settle`` once the caller's transaction committed: they run
+    without a claim. Only for a caller whose transaction commits or rolls back as a whole (no
+    savepoint that could undo one run's insert and not the others).
     """
 
     def __init__(
@@ -209,7 +210,7 @@ class BatchStarts:
     ) -> None:
         self.together = together
         self.hears_canceled = hears_canceled
-        self._local = local if together else None
+        self._local = local
         self._runs: list[dispatch.NewRun] = []
         self._versions: dict[UUID, VersionRecord] = {}  # of the held runs, by run id
         self._lease: Lease | None = None

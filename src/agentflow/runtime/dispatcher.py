@@ -113,8 +113,11 @@ class Dispatcher:
         entries: list[Entry] = []
         # Runs that cannot conflict are inserted together below; the careful pass inserts
         # each in its own savepoint instead.
+        # The careful pass decides pairs in savepoints: it starts nothing eagerly.
         deferred = BatchStarts(
-            together=not careful, hears_canceled=self._hearing(RUN_CANCELED), local=self._local
+            together=not careful,
+            hears_canceled=self._hearing(RUN_CANCELED),
+            local=None if careful else self._local,
         )
         self._starts = deferred
         for event in batch:

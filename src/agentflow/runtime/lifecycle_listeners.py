@@ -22,6 +22,7 @@ from agentflow.core.records import RunRecord
 from agentflow.core.sources import topic_matches
 from agentflow.runtime.admission import BatchStarts, topics_of
 from agentflow.runtime.configs import ConfigCache
+from agentflow.runtime.leases import LocalWorker
 from agentflow.runtime.step import StepOutcome
 from agentflow.store import dispatch
 from agentflow.store.database import Database, unavailable
@@ -74,12 +75,13 @@ class LifecycleListeners:
                 raise
         return [workspace for workspace, patterns in self._patterns.items() if topic_matches(patterns, topic)]
 
-    async def telling_cancels(self, workspace_id: UUID) -> BatchStarts:
+    async def telling_cancels(self, workspace_id: UUID, local: LocalWorker | None = None) -> BatchStarts:
         """How a start outside the dispatcher's batch (a webhook call, a gate's verdict, a
         closing debounce window) treats the run its trigger's ``restart`` mode cancels: it
-        tells ``run.canceled`` when a workflow of the workspace listens."""
+        tells ``run.canceled`` when a workflow of the workspace listens. ``local``: the worker
+        that takes the run it starts, eagerly (see ``BatchStarts``)."""
         hears = self._db.settings.lifecycle_events and await self.tells(workspace_id, RUN_CANCELED)
-        return BatchStarts(together=False, hears_canceled=(workspace_id,) if hears else ())
+        return BatchStarts(together=False, hears_canceled=(workspace_id,) if hears else (), local=local)
 
     async def with_events(self, run: RunRecord, outcome: StepOutcome) -> StepOutcome:
         """``outcome`` with the lifecycle events its checkpoint publishes: those a workflow of
