@@ -16,7 +16,7 @@ from uuid import UUID
 from agentflow.core.records import RunRecord, VersionRecord
 from agentflow.store import inbox, runs
 from agentflow.store.database import WAKE_CHANNEL, Connection
-from agentflow.store.run_starts import Lease
+from agentflow.store.run_starts import HELD_COLUMNS, HELD_VALUES, Lease
 
 # A key's active run can end between our look and our insert; a few rounds always settle it.
 _ROUNDS = 8
@@ -73,12 +73,10 @@ WITH r AS (
 )
 SELECT $RESULT FROM r
 """
-_HELD_COLUMNS = ", fencing_token, began_token, lease_owner, lease_expires_at, started_at"
-_HELD_VALUES = ", 1, 1, $9, now() + make_interval(secs => $10::float8), now()"
 _START_KEYED_HELD = (
-    _START_KEYED.replace("$HELD_COLUMNS", _HELD_COLUMNS).replace("$HELD_VALUES", _HELD_VALUES)
-    .replace("$STATUS", "'in_progress'").replace("$DUE", "now() + make_interval(secs => $10::float8)")
-    .replace("$RESULT", "r.*")
+    _START_KEYED.replace("$HELD_COLUMNS", HELD_COLUMNS).replace("$HELD_VALUES", HELD_VALUES)
+    .replace("$STATUS", "'in_progress'").replace("$DUE", "now() + make_interval(secs => $TTL)")
+    .replace("$RESULT", "r.*").replace("$OWNER", "$9").replace("$TTL", "$10::float8")
 )  # fmt: skip
 _START_KEYED = (
     _START_KEYED.replace("$HELD_COLUMNS", "").replace("$HELD_VALUES", "").replace("$STATUS", "'created'")
@@ -183,8 +181,8 @@ class NewRun(NamedTuple):
     held: bool = False
 
 
-# The runs ($9: held by the lease's owner $10 for $11 seconds, as ``_START_KEYED_HELD``; or
-# ready) and their trigger rows in one statement; the held ones come back.
+# The runs ($9: held by the lease's owner $10 for $11 seconds, row by row what HELD_VALUES
+# writes; or ready) and their trigger rows in one statement; the held ones come back.
 _START_MANY = """
 WITH r AS (
     INSERT INTO runs (workspace_id, id, workflow_id, workflow_version, status, input, state, trigger,

@@ -23,10 +23,12 @@ _COLUMNS = """workspace_id, id, workflow_id, workflow_version, status, input, st
 # An eager start ($OWNER and $TTL: the lease's owner and seconds) makes the run already held by
 # the starting process's worker, begun under fencing token 1 as a claim would make it: no
 # NOTIFY, no claim, no begin on the way to its first step (``Lease``).
-_HELD_COLUMNS = ", fencing_token, began_token, lease_owner, lease_expires_at, started_at"
-_HELD_VALUES = ", 1, 1, $OWNER, now() + make_interval(secs => $TTL), now()"
+HELD_COLUMNS = ", fencing_token, began_token, lease_owner, lease_expires_at, started_at"
+HELD_VALUES = ", 1, 1, $OWNER, now() + make_interval(secs => $TTL), now()"
+"""The columns of a run inserted held (with $OWNER and $TTL to replace), for every insert that
+starts runs eagerly (this module's, and the dispatcher's in ``store.dispatch``)."""
 _READY = ("'created'", "now()", "", "", f", pg_notify('{WAKE_CHANNEL}', '')")
-_HELD = ("'in_progress'", "now() + make_interval(secs => $TTL)", _HELD_COLUMNS, _HELD_VALUES, "")
+_HELD = ("'in_progress'", "now() + make_interval(secs => $TTL)", HELD_COLUMNS, HELD_VALUES, "")
 
 
 def _insert(source: str, lease_at: int | None) -> str:
