@@ -79,3 +79,40 @@ async def test_worker_serves_its_own_counters(engine: Engine, database_url: str)
     assert "agentflow_claims_total 3.0" in text
     assert 'agentflow_steps_total{status="completed"} 3.0' in text
     assert 'agentflow_runs_terminal_total{status="completed"} 3.0' in text
+
+
+async def test_an_eager_worker_runs_the_runs_its_events_start_without_a_claim(
+    engine: Engine, database_url: str
+) -> None:
+    published = await engine.publish_workflow(
+        {
+            "name": "on_signup",
+            "kind": "structured",
+            "trigger": {"topics": ["signup"]},
+            "nodes": [
+                {"id": "hello", "type": "tool", "tool": "echo", "args": {"value": "{{ payload.who }}"}}
+            ],
+        }
+    )
+    env = cli_env(database_url, AGENTFLOW_EAGER_START="true", AGENTFLOW_POLL_INTERVAL="0.2")
+    proc = start_cli(["worker", "--import", "tests.support.tools", "--concurrency", "2"], env)
+    try:
+        assert proc.stdout is not None
+        banner = await asyncio.to_thread(proc.stdout.readline)
+        assert "running (2 at once; runs its events start run here eagerly)" in banner, banner
+        name = banner.split()[1]
+        await engine.events.publish([{"topic": "signup", "message_id": "s1", "data": {"who": "ada"}}])
+        async with asyncio.timeout(30):
+            while not (runs := await engine.list_runs(workflow=published.workflow.id)):
+                await asyncio.sleep(0.05)
+        done = await engine.wait_for_run(runs[0].id, timeout=30)
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(proc.wait, 10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    steps = await engine.list_steps(done.id)
+    assert done.status == "completed" and steps[0].output == {"value": "ada"}
+    # Held by that worker from its insert, in the dispatcher's transaction: no claim took it.
+    assert done.started_at == done.created_at and done.fencing_token == 1
+    assert [s.worker for s in steps] == [name]

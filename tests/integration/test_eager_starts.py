@@ -221,4 +221,4 @@ async def test_agentflow_serve_starts_runs_on_its_own_worker_when_eager(
         assert server.stop() == 0
     assert server.error_logs() == {}
     banner = server.out_path.read_text()
-    assert ("this API's starts run here eagerly" in banner) is eager, banner
+    assert ("runs started here (API, webhooks, events) run here eagerly" in banner) is eager, banner

@@ -162,9 +162,15 @@ async def _supervise(
     worker = engine.worker(concurrency=concurrency) if with_worker else None
     work = asyncio.create_task(worker.run(), name="agentflow-worker") if worker else None
     if worker is not None:
-        eager = "; this API's starts run here eagerly" if engine.settings.eager_start else ""
+        eager = (
+            "; runs started here (API, webhooks, events) run here eagerly"
+            if engine.settings.eager_start
+            else ""
+        )
         console.print(
-            f"worker [bold]{worker.name}[/] running ({worker.concurrency} at once{eager})", highlight=False
+            f"worker [bold]{worker.name}[/] running ({worker.concurrency} at once{eager})",
+            highlight=False,
+            soft_wrap=True,  # one line, however long the host name (logs are read by line)
         )
     stopping = asyncio.create_task(stop.wait())
     watched = {stopping, api} | ({work} if work else set())

@@ -37,7 +37,16 @@ def worker(
             # gauges come from the API's /metrics, which reads them from the database.
             start_http_server(metrics_port, metrics_host, registry=REGISTRY)
             console.print(f"metrics on http://{metrics_host}:{metrics_port}/metrics", highlight=False)
-        console.print(f"worker [bold]{w.name}[/] running ({w.concurrency} at once)", highlight=False)
+        eager = (
+            "; runs its events start run here eagerly"
+            if engine.settings.eager_start and not no_dispatch
+            else ""
+        )
+        console.print(
+            f"worker [bold]{w.name}[/] running ({w.concurrency} at once{eager})",
+            highlight=False,
+            soft_wrap=True,
+        )
         await w.run()
         console.print("worker stopped")
 
