@@ -39,11 +39,16 @@ def check_settings() -> None:
     except ValidationError as exc:
         for error in exc.errors():
             name = "AGENTFLOW_" + "_".join(str(part) for part in error["loc"]).upper()
-            got = error.get("input")
+            # Never echo what may hold a secret (a key, a token, a URL with a password).
+            secret = any(part in name for part in _SECRET_PARTS)
+            got = "" if secret else f" (got {error.get('input')!r})"
             err_console.print(
-                f"error: {name}: {error['msg']} (got {got!r})", markup=False, highlight=False, soft_wrap=True
+                f"error: {name}: {error['msg']}{got}", markup=False, highlight=False, soft_wrap=True
             )
         raise typer.Exit(2) from None
+
+
+_SECRET_PARTS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "URL", "DSN")
 
 
 def settings_with(imports: list[str] | None = None) -> Settings:

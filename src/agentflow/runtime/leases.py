@@ -40,7 +40,7 @@ class Held:
 
 class LocalWorker(Protocol):
     """A worker that takes runs its own process starts, as they start (eager starts: an API
-    start, or its dispatcher's). ``reserve`` promises a free slot and gives the lease to insert
+    start, a webhook call, its dispatcher's). ``reserve`` promises a free slot and gives the lease to insert
     the run with; each promise ends with ``take`` (the run was inserted held and committed) or
     ``unreserve`` (it was not)."""
 
