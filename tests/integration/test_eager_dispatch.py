@@ -5,8 +5,7 @@ committed, with no NOTIFY, claim or begin; the rest wait for a claim as before."
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import pytest
@@ -18,9 +17,9 @@ from agentflow.core.tools import ToolRegistry
 from agentflow.engine import Engine
 from agentflow.runtime.consumer import EventConsumer
 from agentflow.runtime.dispatcher import Dispatcher
-from agentflow.runtime.metrics import REGISTRY
 from agentflow.runtime.worker import Worker
-from tests.conftest import make_settings
+from tests.support import local_worker
+from tests.support.local_worker import counted
 
 TOOLS = ToolRegistry()
 CALLS: list[Any] = []
@@ -58,24 +57,12 @@ def _reset() -> None:
     GATE.clear()
 
 
-@asynccontextmanager
-async def engine_with_worker(
+def engine_with_worker(
     url: str, *, eager: bool, concurrency: int = 4, dispatch: bool = True
-) -> AsyncIterator[tuple[Engine, Worker]]:
-    engine = await Engine.connect(make_settings(url, eager_start=eager), migrate_schema=False)
-    worker = engine.worker(concurrency=concurrency, tools=TOOLS, dispatch=dispatch)
-    task = asyncio.create_task(worker.run())
-    try:
-        await asyncio.wait_for(worker.wait_until_running(), 10)
-        yield engine, worker
-    finally:
-        worker.stop()
-        await asyncio.wait_for(task, 15)
-        await engine.close()
-
-
-def counted(name: str) -> float:
-    return REGISTRY.get_sample_value(f"agentflow_{name}_total") or 0.0
+) -> AbstractAsyncContextManager[tuple[Engine, Worker]]:
+    return local_worker.engine_with_worker(
+        url, TOOLS, eager=eager, concurrency=concurrency, dispatch=dispatch
+    )
 
 
 async def runs_of(engine: Engine, name: str, count: int, timeout: float = 20) -> list[RunRecord]:

@@ -4,8 +4,7 @@ free slot is inserted held and begun by that worker and driven at once, with no 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +15,10 @@ import agentflow
 from agentflow.core.errors import ConfigError, ConflictError
 from agentflow.core.tools import ToolRegistry
 from agentflow.engine import Engine
-from agentflow.runtime.metrics import REGISTRY
 from agentflow.runtime.worker import Worker
 from tests.conftest import make_settings
+from tests.support import local_worker
+from tests.support.local_worker import counted
 from tests.support.processes import worker_env
 from tests.support.serve_process import ServeProcess
 
@@ -53,24 +53,10 @@ def _reset() -> None:
     GATE.clear()
 
 
-@asynccontextmanager
-async def engine_with_worker(
+def engine_with_worker(
     url: str, *, eager: bool, concurrency: int = 2
-) -> AsyncIterator[tuple[Engine, Worker]]:
-    engine = await Engine.connect(make_settings(url, eager_start=eager), migrate_schema=False)
-    worker = engine.worker(concurrency=concurrency, tools=TOOLS, dispatch=False)
-    task = asyncio.create_task(worker.run())
-    try:
-        await asyncio.wait_for(worker.wait_until_running(), 10)
-        yield engine, worker
-    finally:
-        worker.stop()
-        await asyncio.wait_for(task, 15)
-        await engine.close()
-
-
-def counted(name: str) -> float:
-    return REGISTRY.get_sample_value(f"agentflow_{name}_total") or 0.0
+) -> AbstractAsyncContextManager[tuple[Engine, Worker]]:
+    return local_worker.engine_with_worker(url, TOOLS, eager=eager, concurrency=concurrency, dispatch=False)
 
 
 async def test_an_eager_start_is_held_by_the_local_worker_and_runs_without_a_claim(database_url: str) -> None:
