@@ -3,14 +3,18 @@
 #   docker compose -f deploy/compose.yaml up        (PostgreSQL, migrations, API, two workers)
 # See docs/deployment.md for production settings.
 
-FROM python:3.11-slim AS wheel
+# The base: the official Python image; a machine that cannot reach Docker Hub passes a local
+# stand-in with --build-arg PYTHON_IMAGE=... (tests/support/container_base.py builds one).
+ARG PYTHON_IMAGE=python:3.11-slim
+
+FROM ${PYTHON_IMAGE} AS wheel
 WORKDIR /src
 RUN pip install --no-cache-dir "hatchling>=1.21"
 COPY pyproject.toml README.md ./
 COPY src ./src
 RUN pip wheel --no-cache-dir --no-deps --no-build-isolation --wheel-dir /wheels .
 
-FROM python:3.11-slim
+FROM ${PYTHON_IMAGE}
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     AGENTFLOW_HOST=0.0.0.0 \

@@ -1,12 +1,14 @@
-"""The container image (issue 16), checked without a Docker engine (none runs on our machines):
-the Dockerfile's final stage runs the wheel as a non-root user with a health check, and what it
-installs, the wheel alone, does what ``deploy/compose.yaml`` asks of it: outside the source
-tree, with the compose file's settings, it migrates the schema, serves the API and the console,
-creates the first key, and a worker runs a workflow; the image's own health check passes
-against it and both processes stop cleanly on SIGTERM.
+"""The container image (issue 16). Without a Docker engine: the Dockerfile's final stage runs
+the wheel as a non-root user with a health check, and what it installs, the wheel alone, does
+what ``deploy/compose.yaml`` asks of it: outside the source tree, with the compose file's
+settings, it migrates the schema, serves the API and the console, creates the first key, and a
+worker runs a workflow; the image's own health check passes against it and both processes stop
+cleanly on SIGTERM.
 
 Where a Docker engine answers (``docker info``), the image itself is built and runs the demo
-on its embedded database as its non-root user; elsewhere that one test says why it did not run.
+on its embedded database as its non-root user, on the official Python image or, where Docker
+Hub cannot be reached, on a stand-in built from Debian's packages
+(``tests/support/container_base.py``); elsewhere that one test says why it did not run.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import httpx
 import pytest
 import yaml
 
+from tests.support.container_base import OFFICIAL, python_base
 from tests.support.pg_cluster import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -54,6 +57,9 @@ def compose() -> dict[str, object]:
 
 def test_the_image_runs_the_wheel_unprivileged_with_a_health_check_and_the_compose_file_fits() -> None:
     stage = final_stage()
+    text = (REPO / "Dockerfile").read_text()
+    assert f"ARG PYTHON_IMAGE={OFFICIAL}\n" in text, "the official Python image is the default base"
+    assert re.findall(r"^FROM (\S+)", text, flags=re.MULTILINE) == ["${PYTHON_IMAGE}"] * 2
     assert stage["USER"] == "10001", "the image runs as a non-root user"
     assert "pip install --no-cache-dir /wheels/*.whl" in stage["RUN"], "only the wheel is installed"
     assert "COPY" in stage and "src" not in stage["COPY"], "no source tree in the final image"
@@ -202,9 +208,12 @@ def docker_engine() -> bool:
 @pytest.mark.skipif(not docker_engine(), reason="needs a Docker engine; this machine has none")
 def test_the_image_builds_and_runs_the_demo_as_its_own_user() -> None:
     tag = f"agentflow-test:{secrets.token_hex(4)}"
+    base = python_base()
+    dangling = set(images("--filter", "dangling=true"))
     built = subprocess.run(
-        ["docker", "build", "-t", tag, str(REPO)], capture_output=True, text=True, timeout=1200
-    )
+        ["docker", "build", "--build-arg", f"PYTHON_IMAGE={base}", "-t", tag, str(REPO)],
+        capture_output=True, text=True, timeout=1200,
+    )  # fmt: skip
     assert built.returncode == 0, built.stderr[-3000:]
     try:
         user = subprocess.run(
@@ -220,4 +229,12 @@ def test_the_image_builds_and_runs_the_demo_as_its_own_user() -> None:
         assert demo.returncode == 0, (demo.stdout + demo.stderr)[-3000:]
         assert "What has this agent done for me?" in demo.stdout
     finally:
-        subprocess.run(["docker", "image", "rm", "-f", tag], capture_output=True, timeout=120)
+        # The tag and the untagged image of the build's first stage; nobody else's images.
+        stage = [i for i in images("--filter", "dangling=true") if i not in dangling]
+        subprocess.run(["docker", "image", "rm", "-f", tag, *stage], capture_output=True, timeout=120)
+
+
+def images(*filters: str) -> list[str]:
+    """The ids of the engine's images that match ``filters``."""
+    listed = subprocess.run(["docker", "images", "-q", *filters], capture_output=True, text=True, timeout=60)
+    return listed.stdout.split()
