@@ -1,4 +1,4 @@
-"""The base image the Dockerfile builds on, for a machine with a Docker engine.
+"""The images the container tests build on, for a machine with a Docker engine.
 
 The Dockerfile starts from the official ``python:3.11-slim``. Where Docker Hub cannot be
 reached (our machines reach PyPI, Debian and npm only), a stand-in is built from Debian's own
@@ -6,7 +6,8 @@ packages instead: ``debootstrap`` of Debian bookworm (the official image's relea
 Python 3.11), a virtual environment at ``/usr/local`` so that ``python`` and ``pip`` are where
 the official image puts them, and this machine's trusted certificates, so that ``pip`` inside
 the build reaches the package index through this machine's network as the host's ``pip`` does.
-It is built once and kept under :data:`STAND_IN`.
+It is built once and kept under :data:`STAND_IN`. Likewise ``deploy/compose.yaml``'s
+``postgres:16`` has a stand-in, Debian's PostgreSQL 15 on that base (``postgres_image/``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from pathlib import Path
 
 OFFICIAL = "python:3.11-slim"
 STAND_IN = "agentflow-test-base:debian-bookworm-python3.11"
+POSTGRES = "postgres:16"
+POSTGRES_STAND_IN = "agentflow-test-postgres:debian-bookworm-15"
 MIRROR = "http://deb.debian.org/debian"
 PATH = "/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -46,6 +49,22 @@ def python_base() -> str:
     if not has_image(STAND_IN):
         build_stand_in()
     return STAND_IN
+
+
+def postgres_image() -> str:
+    """The compose file's PostgreSQL image when it is here or can be pulled, else its stand-in.
+
+    Raises:
+        RuntimeError: as :func:`python_base`, or the stand-in's build failed.
+    """
+    if has_image(POSTGRES) or _docker("pull", POSTGRES, timeout=300).returncode == 0:
+        return POSTGRES
+    if not has_image(POSTGRES_STAND_IN):
+        source = Path(__file__).with_name("postgres_image")
+        built = _docker("build", "--build-arg", f"BASE={python_base()}", "-t", POSTGRES_STAND_IN, str(source))
+        if built.returncode != 0:
+            raise RuntimeError(built.stderr.decode()[-2000:])
+    return POSTGRES_STAND_IN
 
 
 def build_stand_in() -> None:
