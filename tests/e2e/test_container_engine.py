@@ -5,7 +5,8 @@ where Docker Hub cannot be reached, on a stand-in built from Debian's packages
 (``tests/support/container_base.py``). It runs the demo on its embedded database as its
 non-root user; and ``deploy/compose.yaml``, as a user runs it (its PostgreSQL, the one-shot
 migration, the API and two workers), serves the API, passes the image's health check, creates
-the first key with ``run --rm migrate``, and its workers run a workflow.
+the first key with ``run --rm migrate``, its workers run a workflow, and its API and workers
+stop cleanly on SIGTERM as their containers' process 1.
 
 Both need a Docker engine (``docker info``), the compose test ``docker compose`` too; where
 either is missing the test says so and does not run.
@@ -182,6 +183,12 @@ def test_the_compose_file_runs_postgres_the_migration_the_api_and_two_workers(
     while (health := _health(project.container("api"))) != "healthy":
         assert health == "starting" and time.monotonic() < deadline, f"the API's health check: {health}"
         time.sleep(1)
+    # SIGTERM, as the engine stops a container: the API and the workers (each its container's
+    # process 1) stop cleanly well within compose's 10 s, not killed after it.
+    stopped = project("stop", "api", "worker")
+    assert stopped.returncode == 0, stopped.stderr[-3000:]
+    states = project("ps", "-a", "--format", "{{.Service}} {{.State}} {{.ExitCode}}", "api", "worker")
+    assert sorted(states.stdout.splitlines()) == ["api exited 0", "worker exited 0", "worker exited 0"]
 
 
 def _health(container: str) -> str:
