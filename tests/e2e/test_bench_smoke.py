@@ -102,6 +102,11 @@ def _check_event_workloads(workloads: dict[str, Any]) -> None:
     assert latency["events"] > 0
     assert latency["decisions"] == {"started": latency["events"]}, "each event started one run"
     assert latency["samples"] == latency["runs_started"] == latency["events"], "a first step per run"
+    warm = latency["events"] - latency["cold_events"]
+    assert latency["event_to_step_after_cold_ms"]["n"] == warm > 0, (
+        "the first events after the start left out"
+    )
+    assert latency["eager_event_to_step_after_cold_ms"]["n"] == warm
 
     dispatch = workloads["E3"]["details"]
     events, workflows = dispatch["events"], dispatch["workflows"]

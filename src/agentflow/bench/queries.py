@@ -206,8 +206,8 @@ async def events_by_topic(pool: asyncpg.Pool) -> dict[str, int]:
 
 
 async def event_latencies(pool: asyncpg.Pool, workflow_id: UUID) -> list[tuple[float, float, float]]:
-    """Per run an event started (``dispatch_decisions``): seconds from the event's
-    ``received_at`` (its publish statement's ``now()``) to the run's creation (the
+    """Per run an event started (``dispatch_decisions``), in the events' order: seconds from the
+    event's ``received_at`` (its publish statement's ``now()``) to the run's creation (the
     dispatcher transaction's ``now()``), to its first claim, and to its first step starting."""
     rows = await pool.fetch(
         "SELECT extract(epoch FROM r.created_at - e.received_at)::float8 AS created,"
@@ -218,7 +218,8 @@ async def event_latencies(pool: asyncpg.Pool, workflow_id: UUID) -> list[tuple[f
         "  AND e.message_id = d.event_message_id"
         " JOIN runs r ON r.workspace_id = d.workspace_id AND r.id = d.run_id"
         " JOIN run_steps s ON s.run_id = r.id AND s.seq = 0 AND s.attempt = 1"
-        " WHERE d.workflow_id = $1 AND d.decision = 'started'",
+        " WHERE d.workflow_id = $1 AND d.decision = 'started'"
+        " ORDER BY e.xid, e.seq",
         workflow_id,
     )
     return [(r["created"], r["claimed"], r["stepped"]) for r in rows]
