@@ -148,11 +148,8 @@ def test_the_compose_file_runs_postgres_the_migration_the_api_and_two_workers(
                 pass
             assert time.monotonic() < deadline, "the API never became ready"
             time.sleep(0.5)
-        migrated = subprocess.run(
-            ["docker", "inspect", "-f", "{{.State.Status}} {{.State.ExitCode}}", project.container("migrate")],
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-        assert migrated.stdout.split() == ["exited", "0"], "the one-shot migration ran and succeeded"
+        migrated = inspect(project.container("migrate"), "{{.State.Status}} {{.State.ExitCode}}")
+        assert migrated.split() == ["exited", "0"], "the one-shot migration ran and succeeded"
         ps = project("ps", "--services", "--status", "running")
         assert sorted(ps.stdout.split()) == ["api", "postgres", "worker"], ps.stdout + ps.stderr
         workers = project("ps", "-q", "worker")
@@ -180,7 +177,7 @@ def test_the_compose_file_runs_postgres_the_migration_the_api_and_two_workers(
                 run = api.get(f"/api/ai/workflows/hello/runs/{run['id']}", headers=auth).json()
             assert run["output"] == "hi", "a worker ran it"
 
-    while (health := _health(project.container("api"))) != "healthy":
+    while (health := inspect(project.container("api"), "{{.State.Health.Status}}")) != "healthy":
         assert health == "starting" and time.monotonic() < deadline, f"the API's health check: {health}"
         time.sleep(1)
     # SIGTERM, as the engine stops a container: the API and the workers (each its container's
@@ -191,11 +188,9 @@ def test_the_compose_file_runs_postgres_the_migration_the_api_and_two_workers(
     assert sorted(states.stdout.splitlines()) == ["api exited 0", "worker exited 0", "worker exited 0"]
 
 
-def _health(container: str) -> str:
+def inspect(container: str, template: str) -> str:
+    """What ``docker inspect`` says of ``container`` through the Go ``template``."""
     inspected = subprocess.run(
-        ["docker", "inspect", "-f", "{{.State.Health.Status}}", container],
-        capture_output=True,
-        text=True,
-        timeout=60,
+        ["docker", "inspect", "-f", template, container], capture_output=True, text=True, timeout=60
     )
     return inspected.stdout.strip()
