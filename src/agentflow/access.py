@@ -7,12 +7,12 @@ time; revoked keys stop working at once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
 from agentflow.core.access_keys import KeyKind, generate_key, name_is_valid, parse_key, secret_matches
 from agentflow.core.errors import AuthError, ConfigError, NotFoundError
+from agentflow.core.frozen import frozen
 from agentflow.core.ids import DEFAULT_WORKSPACE
 from agentflow.core.roles import ROLES, Role
 from agentflow.store import access
@@ -21,7 +21,7 @@ from agentflow.store.database import Database
 _KINDS = ("api", "trigger")
 
 
-@dataclass(frozen=True)
+@frozen
 class KeyHolder:
     """Who presented a key: its workspace, role, id and name."""
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentflow.core.credentials import sealed_with
+from agentflow.core.frozen import frozen
 from agentflow.core.sealing import SealBroken, seal, unseal, unseal_any
 from agentflow.oauth2_consents import consent_bound
 from agentflow.store.database import Database
@@ -36,7 +37,7 @@ class Resealed:
     unreadable: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@frozen
 class _Kind:
     """One table of sealed secrets: how to read them, how to write one back, and for each row
     its key (the update's first parameters), what it is sealed with and a name to report."""

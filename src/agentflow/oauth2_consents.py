@@ -14,13 +14,13 @@ import base64
 import hashlib
 import secrets
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import urlencode
 from uuid import UUID
 
 from agentflow.core.credentials import CredentialRecord
 from agentflow.core.errors import AuthError, ConfigError, ConflictError
+from agentflow.core.frozen import frozen
 from agentflow.core.ids import DEFAULT_WORKSPACE
 from agentflow.core.link_tokens import new_token, token_hash
 from agentflow.core.sealing import seal, unseal_any
@@ -32,7 +32,7 @@ CONSENT_SECONDS = 600.0
 CALLBACK_PATH = "/api/public/oauth2/callback"
 
 
-@dataclass(frozen=True)
+@frozen
 class Consent:
     """Where to send the person, and until when the consent may come back."""
 

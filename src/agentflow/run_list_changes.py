@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+from agentflow.core.frozen import frozen
 from agentflow.core.records import RunRecord
 from agentflow.core.run_filters import RunFilter
 
@@ -24,7 +24,7 @@ FOLLOW_SECONDS = 600.0
 """How long one connection lasts; the client reloads the list and follows again."""
 
 
-@dataclass(frozen=True)
+@frozen
 class ListChange:
     """The list as it is (``list``: first), a run that appeared on it or changed (``run``),
     or one that left it (``removed``)."""

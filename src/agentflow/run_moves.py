@@ -9,10 +9,11 @@ parked on a broken version is lost to a fix.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import field
 from uuid import UUID
 
 from agentflow.core.errors import ConfigError
+from agentflow.core.frozen import frozen
 from agentflow.core.records import WorkflowRecord
 from agentflow.core.run_moves import move_problems, moved_state
 from agentflow.runtime.configs import ConfigCache
@@ -25,7 +26,7 @@ MAX_RUNS = 1000
 """Runs one call looks at (call again for more)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Refused:
     """A run that did not move, and why."""
 
@@ -34,7 +35,7 @@ class Refused:
     problems: list[str]
 
 
-@dataclass(frozen=True)
+@frozen
 class Moves:
     """What a migration did (or, as a dry run, would do)."""
 

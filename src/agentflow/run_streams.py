@@ -15,11 +15,11 @@ import asyncio
 import re
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
 from agentflow.core.errors import ConfigError
+from agentflow.core.frozen import frozen
 from agentflow.core.ids import DEFAULT_WORKSPACE
 from agentflow.core.records import RunRecord
 from agentflow.store import reads, run_deltas
@@ -32,7 +32,7 @@ STREAM_SECONDS = 600.0
 _CURSOR = re.compile(r"^(\d{1,19})-(\d{1,20})-(\d{1,19})$")
 
 
-@dataclass(frozen=True)
+@frozen
 class Cursor:
     """Where a reader is: the last step row and the last delta it has seen."""
 
@@ -62,7 +62,11 @@ class Cursor:
         return cls(int(found[1]), int(found[2]), int(found[3]))
 
 
-@dataclass(frozen=True)
+START = Cursor()
+"""Before the first step and the first delta."""
+
+
+@frozen
 class StreamEvent:
     """One event: ``status``, ``step``, ``delta`` (text), ``restart`` or ``end``."""
 
@@ -80,7 +84,7 @@ class RunStreams:
     async def follow(
         self,
         run: RunRecord,
-        after: Cursor = Cursor(),
+        after: Cursor = START,
         *,
         workspace_id: UUID = DEFAULT_WORKSPACE,
         seconds: float = STREAM_SECONDS,

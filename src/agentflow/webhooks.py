@@ -17,7 +17,6 @@ import base64
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
@@ -27,6 +26,7 @@ from pydantic import ValidationError
 
 from agentflow.core.errors import AuthError, ConfigError, ConflictError, NotFoundError
 from agentflow.core.events import EventIn
+from agentflow.core.frozen import frozen
 from agentflow.core.ids import uuid7
 from agentflow.core.payload_format import payload_errors
 from agentflow.core.records import VersionRecord
@@ -45,7 +45,7 @@ _ATTEMPTS = 3  # a transaction rolled back by a deadlock is run again up to this
 _RETRIED: tuple[type[Exception], ...] = (*TRANSACTION_CONFLICTS, EnrollmentContention)
 
 
-@dataclass(frozen=True)
+@frozen
 class Fired:
     """The outcome of a webhook call.
 

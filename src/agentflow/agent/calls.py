@@ -7,19 +7,20 @@ Schema; a call that fails either gets an error result the model sees, and nothin
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from agentflow.core.chat import ToolCall
 from agentflow.core.definitions import AgentConfig
+from agentflow.core.frozen import frozen
 from agentflow.core.records import RunRecord
 
 if TYPE_CHECKING:
     from agentflow.agent.env import AgentEnv
 
 
-@dataclass(frozen=True)
+@frozen
 class CallContext:
     """What a tool call sees.
 
@@ -52,7 +53,7 @@ class CallContext:
         return f"{self.run.id}:{self.seq}"
 
 
-@dataclass(frozen=True)
+@frozen
 class ToolOutcome:
     """What a tool call did.
 

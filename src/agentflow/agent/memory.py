@@ -9,7 +9,7 @@ the step that made it, and a step that is cut off adds nothing.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -30,6 +30,7 @@ from agentflow.core.agent_memory import (
 from agentflow.core.agent_state import AgentState
 from agentflow.core.chat import ModelRequest
 from agentflow.core.definitions import AgentConfig
+from agentflow.core.frozen import frozen
 from agentflow.core.graph.agent_nodes import AGENT_MEMORY_KEY, AGENT_PROMPT
 from agentflow.core.payload_format import with_nested_keys
 from agentflow.core.records import RunRecord
@@ -42,7 +43,7 @@ from agentflow.store.checkpoints import ModelUsage
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@frozen
 class Recalled:
     """What a decision loaded, and the summary it wrote (with that model call's usage)."""
 

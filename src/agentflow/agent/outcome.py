@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from agentflow.core.agent_knowledge import AgentKnowledge
 from agentflow.core.errors import ErrorInfo
+from agentflow.core.frozen import frozen
 from agentflow.core.step_results import Transition
 from agentflow.store.checkpoints import Effects
 
 
-@dataclass(frozen=True)
+@frozen
 class AgentStep:
     """One agent step's result, for the worker to checkpoint.
 

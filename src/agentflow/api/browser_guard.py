@@ -18,7 +18,6 @@ DNS-rebinding page can even read the answers (its own name resolves to 127.0.0.1
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 from starlette.datastructures import Headers
@@ -40,11 +39,12 @@ from agentflow.api.hosts import (
     split_host,
 )
 from agentflow.core.errors import ConfigError, ErrorInfo
+from agentflow.core.frozen import frozen
 
 _CROSS_SITE = frozenset({"cross-site", "same-site"})
 
 
-@dataclass(frozen=True)
+@frozen
 class HttpPolicy:
     """Who may call the API, from where.
 

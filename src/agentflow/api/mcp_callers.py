@@ -9,7 +9,6 @@ REST answer; starts are data plane, recorded on the run (``core.audit``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from uuid import UUID
 
 import asyncpg
@@ -17,6 +16,7 @@ from pydantic import ValidationError
 from starlette.requests import Request
 
 from agentflow.core.errors import AgentflowError, ForbiddenError
+from agentflow.core.frozen import frozen
 from agentflow.core.roles import Role, allows
 from agentflow.store import audit_log
 
@@ -28,7 +28,7 @@ READ_TOOLS = frozenset({"get_run", "list_workflows", "list_requests"})
 MCP_ROUTE = "/mcp"
 
 
-@dataclass(frozen=True)
+@frozen
 class Caller:
     """The authenticated sender of an MCP request."""
 

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from fastapi.routing import APIRoute
 from starlette.routing import compile_path
 
+from agentflow.core.frozen import frozen
 
-@dataclass(frozen=True)
+
+@frozen
 class RouteEntry:
     """One API route: its full path template, methods, and the compiled path pattern."""
 

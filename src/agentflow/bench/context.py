@@ -5,16 +5,16 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
 from agentflow.bench.floor import Floor
 from agentflow.bench.tools import NOOP
+from agentflow.core.frozen import frozen
 from agentflow.engine import Engine
 
 
-@dataclass(frozen=True)
+@frozen
 class Sizes:
     """How big each workload is (``FULL`` by default, ``QUICK`` for ``--quick``)."""
 
@@ -52,7 +52,7 @@ QUICK = Sizes(
 )  # fmt: skip
 
 
-@dataclass(frozen=True)
+@frozen
 class BenchContext:
     """The shared inputs of the workloads.
 

@@ -15,17 +15,17 @@ import tempfile
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
 from agentflow.connecting import upgrade_schema
+from agentflow.core.frozen import frozen
 from agentflow.store.embedded import EmbeddedServer
 
 
-@dataclass(frozen=True)
+@frozen
 class BenchServer:
     """The PostgreSQL server of a benchmark run.
 

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 
 from agentflow.bench.stats import Summary
+from agentflow.core.frozen import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class Floor:
     """Sequential round trips on one connection (milliseconds).
 

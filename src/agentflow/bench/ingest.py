@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from typing import Any
 
 import httpx
@@ -26,6 +26,7 @@ from agentflow.bench.context import BenchContext
 from agentflow.bench.report import WorkloadResult
 from agentflow.bench.server import api_server
 from agentflow.bench.stats import Summary
+from agentflow.core.frozen import frozen
 from agentflow.engine import Engine
 
 BATCH = 500
@@ -37,7 +38,7 @@ Sender = Callable[[list[dict[str, Any]]], Awaitable[int]]
 """Publishes a list of events; returns how many were new."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Phase:
     """One phase's outcome.
 

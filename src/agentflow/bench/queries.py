@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
 import asyncpg
 
+from agentflow.core.frozen import frozen
 from agentflow.store.database import WAKE_CHANNEL
 from agentflow.store.events import EVENTS_CHANNEL
 
@@ -72,7 +72,7 @@ async def wait_until_ended(
         await asyncio.sleep(poll)
 
 
-@dataclass(frozen=True)
+@frozen
 class Span:
     """When a workflow's runs were created, first claimed and last completed (DB clock)."""
 
@@ -117,7 +117,7 @@ async def step_gaps(pool: asyncpg.Pool, run_id: UUID) -> list[tuple[int, float, 
     return [(r["seq"], r["gap"], r["ran"]) for r in rows if r["gap"] is not None]
 
 
-@dataclass(frozen=True)
+@frozen
 class StepTime:
     """One completed step of a run (seconds, DB clock).
 
@@ -225,7 +225,7 @@ async def event_latencies(pool: asyncpg.Pool, workflow_id: UUID) -> list[tuple[f
     return [(r["created"], r["claimed"], r["stepped"]) for r in rows]
 
 
-@dataclass(frozen=True)
+@frozen
 class Decisions:
     """What the dispatcher decided: (event, workflow) pairs by decision, and events.
 

@@ -8,8 +8,10 @@ from typing import Any, Literal
 
 from rich.table import Table
 
+from agentflow.core.frozen import frozen
 
-@dataclass(frozen=True)
+
+@frozen
 class Target:
     """A goal for one figure, e.g. ``>= 550 runs/s`` or ``<= 3 ms``."""
 
@@ -25,7 +27,7 @@ class Target:
         return f"{self.op} {self.value:g} {self.unit}"
 
 
-@dataclass(frozen=True)
+@frozen
 class Metric:
     """One measured figure.
 

@@ -8,7 +8,7 @@ import platform
 import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from agentflow.bench.context import FULL, QUICK, BenchContext
 from agentflow.bench.database import bench_server
 from agentflow.bench.floor import measure_floor
 from agentflow.bench.report import Metric, Report, WorkloadResult
+from agentflow.core.frozen import frozen
 from agentflow.engine import Engine
 from agentflow.settings import Settings
 
@@ -57,7 +58,7 @@ WORKLOADS: dict[str, Workload] = {
 QUICK_SKIPS = frozenset({"W4-10k"})
 
 
-@dataclass(frozen=True)
+@frozen
 class BenchOptions:
     """What ``agentflow bench`` was asked to do.
 

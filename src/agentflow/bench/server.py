@@ -15,13 +15,13 @@ import tempfile
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import psutil
 
 from agentflow.bench.processes import log_tail, stop_process
+from agentflow.core.frozen import frozen
 
 _READY_TIMEOUT = 60.0
 
@@ -30,7 +30,7 @@ class ServerFailed(RuntimeError):
     """The server process did not start, or died during a workload."""
 
 
-@dataclass(frozen=True)
+@frozen
 class ApiProcess:
     """A running ``agentflow serve`` process.
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+from agentflow.core.frozen import frozen
 
 
 def percentile(values: Sequence[float], p: float) -> float:
@@ -22,7 +23,7 @@ def percentile(values: Sequence[float], p: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
-@dataclass(frozen=True)
+@frozen
 class Summary:
     """p50, p99, mean and max of a set of samples, in the samples' unit."""
 

@@ -12,8 +12,9 @@ import hashlib
 import hmac
 import re
 import secrets
-from dataclasses import dataclass
 from typing import Literal
+
+from agentflow.core.frozen import frozen
 
 KeyKind = Literal["api", "trigger"]
 PREFIXES: dict[KeyKind, str] = {"api": "afk", "trigger": "aft"}
@@ -30,7 +31,7 @@ def name_is_valid(name: str) -> bool:
     return 1 <= len(name) <= 100 and re.match(NAME_PATTERN, name) is not None
 
 
-@dataclass(frozen=True)
+@frozen
 class NewKey:
     """A generated key: store ``id`` and ``secret_hash``; show ``token`` once."""
 
@@ -40,7 +41,7 @@ class NewKey:
     secret_hash: bytes
 
 
-@dataclass(frozen=True)
+@frozen
 class PresentedKey:
     """A key as a client sent it, split into its parts."""
 

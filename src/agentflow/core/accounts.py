@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from datetime import datetime
 from typing import Any, Self
 from uuid import UUID
@@ -19,6 +19,7 @@ from uuid import UUID
 import orjson
 
 from agentflow.core.errors import ConfigError
+from agentflow.core.frozen import frozen
 
 MAX_ID_CHARS = 200
 MAX_NAME_CHARS = 500
@@ -37,7 +38,7 @@ _PERSON = re.compile(r"^[^\W_][\w .,'()&-]*$")
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
-@dataclass(frozen=True)
+@frozen
 class AccountRecord:
     """An account as stored.
 
@@ -73,7 +74,7 @@ class AccountRecord:
         }
 
 
-@dataclass(frozen=True)
+@frozen
 class AccountUpsert:
     """One validated change to an account.
 

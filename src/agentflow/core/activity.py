@@ -12,6 +12,7 @@ from typing import Any
 from uuid import UUID
 
 from agentflow.core.errors import ConfigError
+from agentflow.core.frozen import frozen
 
 UNITS = {"hour": timedelta(hours=1), "day": timedelta(days=1)}
 MAX_BUCKETS = 400
@@ -32,7 +33,7 @@ class Bucket:
     tasks_completed_late: int = 0
 
 
-@dataclass(frozen=True)
+@frozen
 class WorkflowCost:
     """One workflow's runs and cost over the period."""
 

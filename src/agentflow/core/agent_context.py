@@ -10,7 +10,6 @@ it can enable a tool (the allow-list is enforced when a call executes).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -18,6 +17,7 @@ import orjson
 
 from agentflow.core.agent_config import ContextLimits
 from agentflow.core.chat import Message, ToolCall
+from agentflow.core.frozen import frozen
 
 NUDGE = (
     "You answered without calling a tool, so nothing happened. Act through your tools; "
@@ -31,7 +31,7 @@ MAX_VALUE_CHARS = 4_000
 the database)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class HistoryStep:
     """A completed step of the run, as the context builder needs it."""
 
@@ -42,7 +42,7 @@ class HistoryStep:
     output: Any
 
 
-@dataclass(frozen=True)
+@frozen
 class ContextInputs:
     """Everything one decision's context is built from.
 
@@ -78,7 +78,7 @@ class ContextInputs:
     memory: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class Iteration:
     """One decision and the results of its calls."""
 

@@ -10,10 +10,11 @@ only when the last read is more than a moment old.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from agentflow.core.agent_context import HistoryStep
+from agentflow.core.frozen import frozen
 
 FRESH_SECS = 1.0
 """How long what a held run's worker got back from a checkpoint or read itself (the workspace's
@@ -23,7 +24,7 @@ AGENT_KIND_PREFIX = "agent."
 """The kinds of step a decision's history holds (``agent.decide``, ``agent.tool`` ...)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class AgentKnowledge:
     """What a held agent run's next decision needs, as the worker knows it.
 

@@ -10,7 +10,6 @@ the older ones, so what the model reads stays bounded however long the history g
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -21,6 +20,7 @@ from agentflow.core.agent_context import DECIDE_KIND, TOOL_KIND
 from agentflow.core.chat import Message
 from agentflow.core.durations import parse_duration
 from agentflow.core.errors import StepFailure
+from agentflow.core.frozen import frozen
 from agentflow.core.templating.render import template_problem
 
 NAMESPACE_PATTERN = r"^[A-Za-z0-9_.:\-]{1,100}$"
@@ -85,7 +85,7 @@ class Memory(BaseModel):
         return self.namespace or workflow
 
 
-@dataclass(frozen=True)
+@frozen
 class MemoryEntry:
     """One stored message: its order, who said it, what, and when."""
 
@@ -95,7 +95,7 @@ class MemoryEntry:
     at: datetime
 
 
-@dataclass(frozen=True)
+@frozen
 class Recollection:
     """What a decision loads: the summary of older messages and the latest ones (oldest first).
 

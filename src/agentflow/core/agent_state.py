@@ -10,7 +10,7 @@ These functions only read and return values.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
 import orjson
@@ -18,6 +18,7 @@ import orjson
 from agentflow.core.agent_config import ACTION_TOOLS, Budget
 from agentflow.core.chat import ToolCall, Usage
 from agentflow.core.definitions import AgentConfig
+from agentflow.core.frozen import frozen
 
 DECIDE = "decide"
 ACT = "act"
@@ -26,7 +27,7 @@ WALL_TIME_BREACH = "budget_wall_seconds"
 """The code of a breach of ``budget.max_wall_time``."""
 
 
-@dataclass(frozen=True)
+@frozen
 class AgentState:
     """Where an agent run is and what it has used.
 
@@ -144,7 +145,7 @@ class AgentState:
         return replace(self, allowance=merged)
 
 
-@dataclass(frozen=True)
+@frozen
 class Breach:
     """A budget the run has used up: why it is suspended, in words a person can act on."""
 

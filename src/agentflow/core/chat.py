@@ -8,13 +8,15 @@ JSON Schema before anything runs; nothing a model returns is ever evaluated.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
+
+from agentflow.core.frozen import frozen
 
 Role = Literal["system", "user", "assistant", "tool"]
 
 
-@dataclass(frozen=True)
+@frozen
 class ToolSchema:
     """A tool the model may call.
 
@@ -29,7 +31,7 @@ class ToolSchema:
     parameters: dict[str, Any]
 
 
-@dataclass(frozen=True)
+@frozen
 class ToolCall:
     """One tool call a model asked for.
 
@@ -54,7 +56,7 @@ class ToolCall:
         return cls(str(doc.get("id", "")), str(doc.get("name", "")), args if isinstance(args, dict) else {})
 
 
-@dataclass(frozen=True)
+@frozen
 class Message:
     """One message of a conversation.
 
@@ -73,7 +75,7 @@ class Message:
     name: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class Usage:
     """Tokens one or more calls used.
 
@@ -98,7 +100,7 @@ class Usage:
         return self.input_tokens + self.output_tokens
 
 
-@dataclass(frozen=True)
+@frozen
 class ModelRequest:
     """One request to a model.
 
@@ -124,7 +126,7 @@ class ModelRequest:
     stop: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@frozen
 class ModelResponse:
     """A model's answer.
 
@@ -146,7 +148,7 @@ class ModelResponse:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@frozen
 class Spend:
     """What one step spent on a model: the model, its tokens, their USD cost, the calls made.
 

@@ -6,16 +6,16 @@ record and a ``condition`` node's step.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any, Literal
 
 from agentflow.core import condition_ops as ops
 from agentflow.core.conditions import AllOf, Condition, Not, Rule, check_now
+from agentflow.core.frozen import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class Explanation:
     """Why a condition matched or not, for the dispatcher's decision record.
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 
 from agentflow.core.durations import parse_duration
+from agentflow.core.frozen import frozen
 from agentflow.core.regex_guard import parse_tree, safe_input_length
 
 MAX_PATTERN_LENGTH = 200
@@ -312,7 +312,7 @@ def _need_pattern(value: Any, fold: bool) -> tuple[re.Pattern[str], int]:
 # ---- the operator table ------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@frozen
 class Operator:
     """How one operator checks its configured value and tests a field.
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import base64
 import re
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, ClassVar, Literal, get_args
 from urllib.parse import urlsplit
@@ -41,6 +40,7 @@ from pydantic import (
 )
 
 from agentflow.core.errors import ConfigError
+from agentflow.core.frozen import frozen
 
 CredentialKind = Literal[
     "api_key", "basic", "bearer", "oauth2_client_credentials", "oauth2_authorization_code"
@@ -294,7 +294,7 @@ def sealed_with(workspace_id: UUID, name: str) -> bytes:
     return f"credential:{workspace_id}:{name}".encode()
 
 
-@dataclass(frozen=True)
+@frozen
 class CredentialRecord:
     """A stored credential as anyone may see it: never its secret.
 
@@ -317,7 +317,7 @@ class CredentialRecord:
     updated_at: datetime
 
 
-@dataclass(frozen=True)
+@frozen
 class Applied:
     """What a credential adds to a request.
 

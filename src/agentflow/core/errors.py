@@ -7,11 +7,13 @@ do about it (seed 001: fail fast with clear feedback).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from agentflow.core.frozen import frozen
 
-@dataclass(frozen=True)
+
+@frozen
 class ErrorInfo:
     """The structured form of an error, as stored on steps and runs and sent by the API."""
 

@@ -9,13 +9,15 @@ summary's gate makes it a CI check.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from agentflow.core.frozen import frozen
 
 ENDING_TOOLS = frozenset({"complete"})
 
 
-@dataclass(frozen=True)
+@frozen
 class Comparison:
     """One recorded decision and the candidate's.
 
@@ -82,7 +84,7 @@ def usd_of(output: Any) -> float:
     return float(usage.get("usd_cost") or 0) if isinstance(usage, dict) else 0.0
 
 
-@dataclass(frozen=True)
+@frozen
 class Gate:
     """What the candidate must reach (None: not checked).
 
@@ -95,7 +97,7 @@ class Gate:
     max_cost_ratio: float | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class EvalSummary:
     """The comparisons of an eval, added up, and whether they pass its gate."""
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from agentflow.core.frozen import frozen
 
 TOPIC_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:\-/]{0,199}$"
 MAX_BATCH = 1000
@@ -42,7 +43,7 @@ class EventIn(BaseModel):
         return str(value) if isinstance(value, str | int) and not isinstance(value, bool) else None
 
 
-@dataclass(frozen=True)
+@frozen
 class Position:
     """A place in the log: after the event at (xid, seq)."""
 
@@ -55,7 +56,7 @@ class Position:
         return cls(0, 0)
 
 
-@dataclass(frozen=True)
+@frozen
 class Event:
     """A stored event."""
 
@@ -76,7 +77,7 @@ class Event:
         return Position(self.xid, self.seq)
 
 
-@dataclass(frozen=True)
+@frozen
 class Publication:
     """The outcome of publishing one event: the stored event, and whether it is new."""
 

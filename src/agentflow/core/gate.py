@@ -6,11 +6,13 @@ transaction; the model-backed gate is ``agentflow.agent.gate.ModelGate``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol
 
+from agentflow.core.frozen import frozen
 
-@dataclass(frozen=True)
+
+@frozen
 class GateQuestion:
     """What the gate is asked.
 
@@ -29,7 +31,7 @@ class GateQuestion:
     model: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class GateVerdict:
     """The gate's answer: start or not, and why (recorded with the decision).
 

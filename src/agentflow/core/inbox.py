@@ -9,15 +9,16 @@ something arrived meanwhile.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+from agentflow.core.frozen import frozen
 
 AWAITING_EVENT = "awaiting_event"
 """The status reason of a run in a wait that an inbox delivery cuts short."""
 
 
-@dataclass(frozen=True)
+@frozen
 class InboxItem:
     """One delivery: what it is (``event``, ``task``, ...), its document, when it arrived."""
 
@@ -31,7 +32,7 @@ class InboxItem:
         return {"kind": self.kind, "payload": self.payload, "created_at": self.created_at.isoformat()}
 
 
-@dataclass(frozen=True)
+@frozen
 class Inbox:
     """The unconsumed deliveries a worker loaded, and the run's delivery count they reflect.
 

@@ -8,11 +8,12 @@ the parent's step.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from agentflow.core.definitions import StructuredConfig
 from agentflow.core.errors import ErrorInfo
+from agentflow.core.frozen import frozen
 from agentflow.core.graph import frontier
 from agentflow.core.graph.frontier import Activation, Loop
 from agentflow.core.graph.looping import DONE, ITERATION, ForEachNode, LoopProgress, loop_results
@@ -22,7 +23,7 @@ from agentflow.core.statuses import RunStatus
 from agentflow.core.step_results import Transition
 
 
-@dataclass(frozen=True)
+@frozen
 class LoopStep:
     """What a parent's step about its loops records: the transition, and the step's node
     (the loop's, when it ended; None for a step that only counted and released) and output."""

@@ -5,12 +5,12 @@ every person who holds it when the request is made)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from agentflow.core.errors import ConfigError
+from agentflow.core.frozen import frozen
 from agentflow.core.graph.message_nodes import EMAIL
 
 HANDLE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -19,7 +19,7 @@ ROLE_PREFIX = "role:"
 MAX_ROLES = 20
 
 
-@dataclass(frozen=True)
+@frozen
 class Person:
     """Someone requests can be for."""
 

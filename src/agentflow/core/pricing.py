@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from agentflow.core.chat import Usage
 from agentflow.core.errors import ConfigError
+from agentflow.core.frozen import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class Price:
     """USD per million tokens.
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from datetime import datetime
 from decimal import Decimal
 from typing import Any, Self
 from uuid import UUID
 
+from agentflow.core.frozen import frozen
 from agentflow.core.statuses import RunStatus
 
 
@@ -31,7 +32,7 @@ def _field_names(cls: type) -> tuple[str, ...]:
     return names
 
 
-@dataclass(frozen=True)
+@frozen
 class WorkflowRecord(_FromRow):
     """A workflow: a name, a kind and the number of its newest version."""
 
@@ -47,7 +48,7 @@ class WorkflowRecord(_FromRow):
     archived_at: datetime | None = None  # archived: disabled, out of the default list, started by nothing
 
 
-@dataclass(frozen=True)
+@frozen
 class VersionRecord(_FromRow):
     """An immutable config snapshot of a workflow."""
 
@@ -59,7 +60,7 @@ class VersionRecord(_FromRow):
     created_at: datetime
 
 
-@dataclass(frozen=True)
+@frozen
 class RunRecord(_FromRow):
     """A run as stored; see docs/concepts.md for each field."""
 
@@ -117,7 +118,7 @@ class RunRecord(_FromRow):
         return (ended - self.started_at).total_seconds() * 1000
 
 
-@dataclass(frozen=True)
+@frozen
 class StepRecord(_FromRow):
     """One attempt of one step: the run's progress and audit log."""
 

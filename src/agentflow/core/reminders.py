@@ -17,11 +17,11 @@ written. The wording lives here; the scan that writes the rows is ``store.remind
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal
 
 from agentflow.core.accounts import EMAIL_PATTERN
+from agentflow.core.frozen import frozen
 
 ReminderKind = Literal["task_assigned", "task_due_soon", "task_overdue"]
 REMINDER_KINDS: tuple[ReminderKind, ...] = ("task_assigned", "task_due_soon", "task_overdue")
@@ -29,7 +29,7 @@ EMAIL_ASSIGNEE = EMAIL_PATTERN
 """An assignee matching this (a POSIX regular expression too) is emailed; others get in-app."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Wording:
     """A reminder's subject and body as PostgreSQL ``format()`` strings.
 
@@ -64,7 +64,7 @@ WORDING: dict[ReminderKind, Wording] = {
 }
 
 
-@dataclass(frozen=True)
+@frozen
 class ReminderPolicy:
     """When reminders go out.
 

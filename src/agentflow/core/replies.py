@@ -9,8 +9,10 @@ thresholds: ``relevant`` (>= 0.7) answers the request, ``filtered`` (<= 0.3) is 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal, Protocol
+
+from agentflow.core.frozen import frozen
 
 RELEVANT_AT = 0.7
 FILTERED_AT = 0.3
@@ -27,7 +29,7 @@ def label_for(score: float) -> Label:
     return "uncertain"
 
 
-@dataclass(frozen=True)
+@frozen
 class ReplyQuestion:
     """What the model is asked about one reply.
 
@@ -44,7 +46,7 @@ class ReplyQuestion:
     model: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class ReplyVerdict:
     """What the model read in a reply.
 

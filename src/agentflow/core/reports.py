@@ -12,7 +12,7 @@ finished. Tokens and cost are those of the runs started in the period.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, field, fields, replace
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -21,6 +21,7 @@ from uuid import UUID
 from agentflow.core.agent_config import DEFAULT_MINUTES, Impact
 from agentflow.core.durations import parse_duration
 from agentflow.core.errors import ConfigError
+from agentflow.core.frozen import frozen
 
 IMPACT_ACTIONS = tuple(DEFAULT_MINUTES)
 """The actions the report values: event_analysed, action_item, task_created,
@@ -28,7 +29,7 @@ notification_sent, plan_generated."""
 _BARE_NUMBER = re.compile(r"^\s*[0-9.]+\s*$")
 
 
-@dataclass(frozen=True)
+@frozen
 class ImpactFigures:
     """What the agent did, counted.
 
@@ -90,7 +91,7 @@ def minutes_by_action(figures: ImpactFigures, impact: Impact) -> dict[str, float
     return {action: count * impact.minutes_for(action) for action, count in figures.actions().items()}
 
 
-@dataclass(frozen=True)
+@frozen
 class WorkflowImpact:
     """One workflow's share of a report.
 
@@ -109,7 +110,7 @@ class WorkflowImpact:
         return sum(self.minutes.values())
 
 
-@dataclass(frozen=True)
+@frozen
 class ImpactReport:
     """What the agent(s) did for a workspace (or one workflow, or one account) in a period.
 

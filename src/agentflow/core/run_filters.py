@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 from uuid import UUID
 
 from agentflow.core.errors import ConfigError
+from agentflow.core.frozen import frozen
 from agentflow.core.statuses import RunStatus
 
 MAX_LIMIT = 500
@@ -24,7 +25,7 @@ TRIGGER_SOURCES = ("event", "public", "private", "schedule", "manual")
 _BRACKET = re.compile(r"^(?P<name>[a-z_]+)\[(?P<key>[^\[\]]{1,100})\]$")
 
 
-@dataclass(frozen=True)
+@frozen
 class Range:
     """``field op value``: ``op`` one of ``RANGE_OPS``."""
 
@@ -33,7 +34,7 @@ class Range:
     value: Any
 
 
-@dataclass(frozen=True)
+@frozen
 class RunFilter:
     """What a run list asks for (every given filter must hold)."""
 

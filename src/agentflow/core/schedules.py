@@ -39,7 +39,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -54,6 +53,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+
+from agentflow.core.frozen import frozen
 
 CatchUpPolicy = Literal["skip", "once", "all"]
 
@@ -224,7 +225,7 @@ def next_fire(schedule: CronSchedule, after: datetime) -> datetime | None:
     return next(iter_fires(schedule, after), None)
 
 
-@dataclass(frozen=True)
+@frozen
 class CatchUpPlan:
     """What to start for a schedule at one instant.
 

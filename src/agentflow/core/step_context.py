@@ -7,8 +7,10 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from agentflow.core.frozen import frozen
 
-@dataclass(frozen=True)
+
+@frozen
 class TaskDraft:
     """A task a step asks to create; written inside the step's checkpoint, exactly once."""
 

@@ -4,15 +4,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime, timedelta
 from typing import Any
 
 from agentflow.core.errors import ErrorInfo
+from agentflow.core.frozen import frozen
 from agentflow.core.statuses import RunStatus
 
 
-@dataclass(frozen=True)
+@frozen
 class NodeResult:
     """What a node runner returns.
 
@@ -55,7 +56,7 @@ class NodeResult:
     notifications: tuple[dict[str, Any], ...] = ()
 
 
-@dataclass(frozen=True)
+@frozen
 class Transition:
     """How a checkpoint moves the run.
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from datetime import datetime
 from typing import Any, Literal, Self
 from uuid import UUID
@@ -19,6 +19,7 @@ import orjson
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agentflow.core.errors import ConfigError, ConflictError
+from agentflow.core.frozen import frozen
 
 TaskStatus = Literal["open", "in_progress", "completed", "canceled"]
 TASK_STATUSES: tuple[str, ...] = ("open", "in_progress", "completed", "canceled")
@@ -30,7 +31,7 @@ MAX_LIST = 500
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-@dataclass(frozen=True)
+@frozen
 class TaskRecord:
     """A task as stored.
 
@@ -147,7 +148,7 @@ class TaskQuery(BaseModel):
     after: UUID | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class Applied:
     """What a change does to a task.
 
@@ -161,7 +162,7 @@ class Applied:
     changes: dict[str, dict[str, Any]]
 
 
-@dataclass(frozen=True)
+@frozen
 class TaskUpdate:
     """The outcome of a change.
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar, overload
 
@@ -13,12 +12,13 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from agentflow.core.durations import parse_duration
 from agentflow.core.errors import StepFailure
+from agentflow.core.frozen import frozen
 from agentflow.core.step_context import StepContext
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-@dataclass(frozen=True)
+@frozen
 class ToolSpec:
     """A registered tool.
 

@@ -14,10 +14,11 @@ standard) reads them, because that is what a socket connects to: ``2130706433``,
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from enum import StrEnum
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network
 from urllib.parse import unquote
+
+from agentflow.core.frozen import frozen
 
 IPAddress = IPv4Address | IPv6Address
 
@@ -35,7 +36,7 @@ class Category(StrEnum):
     RESERVED = "reserved"
 
 
-@dataclass(frozen=True)
+@frozen
 class Verdict:
     """Why an address is refused by default.
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from ipaddress import IPv4Network, IPv6Network, ip_network
 
 from agentflow.core.errors import ConfigError
+from agentflow.core.frozen import frozen
 from agentflow.integrations.addresses import (
     Category,
     IPAddress,
@@ -32,7 +32,7 @@ from agentflow.integrations.addresses import (
 _BRACKETED = re.compile(r"\[(?P<host>[^\]]+)\](?::(?P<port>[0-9]+))?")
 
 
-@dataclass(frozen=True)
+@frozen
 class AllowEntry:
     """One parsed entry: a host name or a network, and an optional port."""
 

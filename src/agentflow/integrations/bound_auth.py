@@ -14,9 +14,10 @@ each hop whose scheme, host and port are the ones it was given for. So:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import httpx
+
+from agentflow.core.frozen import frozen
 
 CREDENTIAL_EXTENSION = "agentflow.credential"
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -26,7 +27,7 @@ def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
     return url.scheme, url.host, url.port or _DEFAULT_PORTS.get(url.scheme)
 
 
-@dataclass(frozen=True)
+@frozen
 class BoundAuth:
     """Headers and query parameters for the hops of a request to one origin.
 

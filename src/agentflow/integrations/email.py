@@ -14,19 +14,19 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import aiosmtplib
 
 from agentflow.core.errors import ConfigError, StepFailure
+from agentflow.core.frozen import frozen
 from agentflow.integrations.mail_message import compose, parse_mailbox
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 
-@dataclass(frozen=True)
+@frozen
 class SmtpServer:
     """Where and how to connect, read from an SMTP URL.
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 import email.policy
 import hashlib
 import re
-from dataclasses import dataclass
 from email.message import EmailMessage
 from email.parser import BytesParser
 from email.utils import getaddresses
 from html.parser import HTMLParser
+
+from agentflow.core.frozen import frozen
 
 MAX_TEXT = 8000
 """Characters of a reply's own text that are kept (the rest is cut)."""
@@ -33,7 +34,7 @@ class MailUnreadable(ValueError):
     """The bytes are not an email this reader can take (no sender, no text)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class InboundReply:
     """What an emailed reply says.
 

@@ -32,7 +32,6 @@ import tempfile
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import anyio
@@ -41,6 +40,7 @@ import orjson
 
 from agentflow.core import json_schemas
 from agentflow.core.errors import StepFailure
+from agentflow.core.frozen import frozen
 from agentflow.core.mcp import McpServer
 from agentflow.integrations.destinations import Resolver
 from agentflow.integrations.mcp_failures import Progress, failure
@@ -61,7 +61,7 @@ MAX_TOOLS = 1000
 MAX_PAGES = 50
 
 
-@dataclass(frozen=True)
+@frozen
 class McpTool:
     """A tool a server lists.
 
@@ -76,7 +76,7 @@ class McpTool:
     input_schema: dict[str, Any]
 
 
-@dataclass(frozen=True)
+@frozen
 class McpResult:
     """What a tool answered (never an error: those raise ``mcp_tool_error``).
 

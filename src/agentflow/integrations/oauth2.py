@@ -17,13 +17,13 @@ import asyncio
 import base64
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import quote
 
 import httpx
 
 from agentflow.core.errors import StepFailure
+from agentflow.core.frozen import frozen
 from agentflow.integrations.guarded_http import DEADLINE_EXTENSION
 from agentflow.integrations.http_errors import origin_of
 
@@ -32,7 +32,7 @@ TOKEN_TIMEOUT = 20.0
 _EXCERPT = 300
 
 
-@dataclass(frozen=True)
+@frozen
 class TokenGrant:
     """What the token endpoint granted.
 
@@ -47,7 +47,7 @@ class TokenGrant:
     expires_in: float | None
 
 
-@dataclass(frozen=True)
+@frozen
 class Client:
     """The client's side of a token request.
 

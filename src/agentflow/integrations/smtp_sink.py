@@ -18,7 +18,7 @@ import json
 import socket
 import threading
 from collections.abc import Awaitable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from datetime import UTC, datetime
 from email.message import EmailMessage
 from pathlib import Path
@@ -27,8 +27,10 @@ from typing import Any, Self
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 
+from agentflow.core.frozen import frozen
 
-@dataclass(frozen=True)
+
+@frozen
 class ReceivedMessage:
     """One message as the sink received it.
 

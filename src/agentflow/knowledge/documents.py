@@ -12,10 +12,10 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from agentflow.core.errors import ConfigError
+from agentflow.core.frozen import frozen
 from agentflow.knowledge.markdown import first_heading, split_front_matter, split_sections
 from agentflow.store.knowledge import NewChunk
 
@@ -41,7 +41,7 @@ _CONTROL = re.compile("[\x00-\x1f\x7f]")
 _FRONT_MATTER_TAGS = ("tags", "scenarios")
 
 
-@dataclass(frozen=True)
+@frozen
 class PreparedDocument:
     """A checked document, ready to store."""
 

@@ -8,13 +8,13 @@ between ``---`` lines, ATX headings (``## Steps``) outside fenced code blocks, n
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
 from agentflow.core import safe_yaml
 from agentflow.core.errors import ConfigError
+from agentflow.core.frozen import frozen
 
 MAX_FRONT_MATTER = 10_000
 """The longest front matter read, in characters."""
@@ -26,7 +26,7 @@ _BULLET = re.compile(r"^ {0,3}[-*+][ \t]+(.*)$")
 _EMPHASIS = re.compile(r"\*\*|__|`")
 
 
-@dataclass(frozen=True)
+@frozen
 class Section:
     """The text under one heading (``heading`` is None for text before the first heading)."""
 

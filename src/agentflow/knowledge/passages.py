@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 from uuid import UUID
 
+from agentflow.core.frozen import frozen
 from agentflow.store.knowledge import ChunkHit
 
 VECTOR_WEIGHT = 1.0
@@ -19,7 +20,7 @@ document's tags stays with it.
 """
 
 
-@dataclass(frozen=True)
+@frozen
 class Passage:
     """A piece of a knowledge document that matches a scenario.
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+from agentflow.core.frozen import frozen
 from agentflow.knowledge.markdown import bullet_items, numbered_items, plain
 from agentflow.store.knowledge import ChunkHit, StoredChunk
 
@@ -30,7 +30,7 @@ _STEP_META = re.compile(r"[*_]*\(\s*((?:owner|due)\s*:[^()]*)\)[*_]*\s*$", re.IG
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
-@dataclass(frozen=True)
+@frozen
 class PlanStep:
     """One step of a plan: what to do, who does it, and when it is due (as the playbook says,
     e.g. "within 2 business days"); owner and due_in are None when the playbook does not say."""
@@ -45,7 +45,7 @@ class PlanStep:
         return {"n": self.n, "action": self.action, "owner": self.owner, "due_in": self.due_in}
 
 
-@dataclass(frozen=True)
+@frozen
 class Citation:
     """A section of a knowledge document a plan used."""
 
@@ -62,7 +62,7 @@ class Citation:
         return {"document_id": str(self.document_id), "title": self.title}
 
 
-@dataclass(frozen=True)
+@frozen
 class Plan:
     """A plan for a scenario, from the playbook that matches it best.
 

@@ -6,15 +6,15 @@ response headers, and calls these, so the codes and the advice are the same for 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from agentflow.core.frozen import frozen
 from agentflow.llm.base import ModelError
 
 _MAX_VENDOR_MESSAGE = 500
 
 
-@dataclass(frozen=True)
+@frozen
 class Vendor:
     """What the advice in an error names.
 

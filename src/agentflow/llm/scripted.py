@@ -22,10 +22,10 @@ import inspect
 import re
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from agentflow.core.chat import Message, ModelRequest, ModelResponse
+from agentflow.core.frozen import frozen
 from agentflow.llm.base import ModelError
 from agentflow.llm.decoding import parse_structured
 from agentflow.llm.streaming import TextSink
@@ -42,7 +42,7 @@ STREAM_CHUNK = re.compile(r"\s*\S+\s*|\s+")
 """The pieces a scripted answer streams in: a word with the spaces around it."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Rule:
     """One scripted behaviour: when the request matches, answer with ``reply``.
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import timedelta
 from typing import Any, Protocol
 
@@ -12,6 +12,7 @@ import httpx
 from agentflow.core.agent_state import WorkspaceSpend
 from agentflow.core.chat import Spend
 from agentflow.core.errors import StepFailure
+from agentflow.core.frozen import frozen
 from agentflow.core.inbox import EMPTY, Inbox
 from agentflow.core.mcp import McpServer
 from agentflow.core.node_specs import NodeSpec
@@ -29,7 +30,7 @@ from agentflow.nodes.threads import ToolThreads
 from agentflow.nodes.workflow_access import WorkflowAccess
 
 
-@dataclass(frozen=True)
+@frozen
 class NodeEnv:
     """What the worker lends node runners.
 

@@ -22,7 +22,6 @@ import contextlib
 import json
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -31,6 +30,7 @@ import httpx
 
 from agentflow.core.credentials import OAUTH2_KINDS, Applied, apply, scrub, sealed_with
 from agentflow.core.errors import AgentflowError, StepFailure
+from agentflow.core.frozen import frozen
 from agentflow.core.sealing import SealBroken, seal, unseal_any
 from agentflow.integrations import oauth2
 from agentflow.store import credentials as store
@@ -43,7 +43,7 @@ CLAIM_TTL = 60.0
 """Seconds a refresh claim lasts: longer than a token request may take (``oauth2.TOKEN_TIMEOUT``)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Resolved:
     """A credential ready to use.
 

@@ -24,12 +24,12 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from agentflow.core.errors import StepFailure
+from agentflow.core.frozen import frozen
 from agentflow.core.graph.action_nodes import HttpRequestNode, rendered_url_problem
 from agentflow.core.node_specs import NodeSpec
 from agentflow.core.step_context import StepContext
@@ -138,7 +138,7 @@ async def _send(
         raise failure from None
 
 
-@dataclass(frozen=True)
+@frozen
 class _Request:
     """A rendered request, ready to send."""
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from uuid import UUID
 
 from agentflow.core.agent_state import WorkspaceSpend
 from agentflow.core.errors import ErrorInfo
+from agentflow.core.frozen import frozen
 from agentflow.core.pricing import PriceTable
 from agentflow.llm.base import ModelProvider
 from agentflow.store.run_deltas import DeltaWriter
@@ -24,7 +24,7 @@ SinkFactory = Callable[[UUID, UUID, int, int], DeltaWriter]
 """Makes the sink a streaming step writes its model's text to: (workspace, run, step, attempt)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class ModelAccess:
     """Models for node runners.
 

@@ -11,9 +11,9 @@ wakes it to no effect: it parks again, leaving the inbox to the nodes that wait 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
+from agentflow.core.frozen import frozen
 from agentflow.core.inbox import InboxItem
 from agentflow.core.step_context import StepContext
 from agentflow.core.step_results import NodeResult
@@ -40,7 +40,7 @@ def answer_in(env: NodeEnv, request_id: str) -> InboxItem | None:
     return None
 
 
-@dataclass(frozen=True)
+@frozen
 class Parked:
     """Where a node that waits on a request is.
 

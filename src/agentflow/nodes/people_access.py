@@ -7,18 +7,19 @@ Failures are :class:`~agentflow.core.errors.StepFailure` codes, not retryable:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from uuid import UUID
 
 import asyncpg
 
 from agentflow.core.errors import StepFailure
+from agentflow.core.frozen import frozen
 from agentflow.core.graph.message_nodes import EMAIL
 from agentflow.core.people import role_of
 from agentflow.store import people
 
 
-@dataclass(frozen=True)
+@frozen
 class Assigned:
     """Whom a request is for.
 

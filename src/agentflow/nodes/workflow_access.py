@@ -9,13 +9,13 @@ Failures are :class:`~agentflow.core.errors.StepFailure` codes with a solution, 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from uuid import UUID
 
 import asyncpg
 
 from agentflow.core.definitions import AgentConfig, StructuredConfig
 from agentflow.core.errors import ConfigError, StepFailure
+from agentflow.core.frozen import frozen
 from agentflow.core.graph.child_nodes import RunWorkflowNode
 from agentflow.core.graph.employee_nodes import RunEmployeeNode
 from agentflow.core.records import VersionRecord
@@ -24,7 +24,7 @@ from agentflow.store import reads, workflows
 Parse = Callable[[VersionRecord], AgentConfig | StructuredConfig]
 
 
-@dataclass(frozen=True)
+@frozen
 class Callee:
     """A workflow version a run may start a child of."""
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 import time
 import traceback
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
 from agentflow.core import planner
 from agentflow.core.definitions import StructuredConfig
 from agentflow.core.errors import ErrorInfo, StepFailure
+from agentflow.core.frozen import frozen
 from agentflow.core.graph.frontier import Activation
 from agentflow.core.graph.output_params import shape_output
 from agentflow.core.inbox import Inbox
@@ -33,7 +34,7 @@ if TYPE_CHECKING:  # the cursor is step's; only its fields are read here
     from agentflow.runtime.step import Cursor
 
 
-@dataclass(frozen=True)
+@frozen
 class Ran:
     """One attempt of one activation, before how it moves the run is decided.
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Collection
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -22,6 +21,7 @@ from agentflow.core.conversations import conversation_of
 from agentflow.core.definitions import AgentConfig, StructuredConfig
 from agentflow.core.errors import StepFailure
 from agentflow.core.events import Event
+from agentflow.core.frozen import frozen
 from agentflow.core.records import RunRecord, VersionRecord
 from agentflow.core.sources import source_topics
 from agentflow.core.triggers import Trigger, conditions_hold, debounce_key, enrollment_key, event_document
@@ -36,7 +36,7 @@ Config = AgentConfig | StructuredConfig
 _NO_TRIGGER = Trigger()
 
 
-@dataclass(frozen=True)
+@frozen
 class Decision:
     """What was decided for (event, workflow), and why.
 

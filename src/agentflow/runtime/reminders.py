@@ -12,9 +12,9 @@ a threshold since the previous scan, minus ``OVERLAP``); a full scan runs first 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from agentflow.core.frozen import frozen
 from agentflow.core.reminders import REMINDER_KINDS, ReminderPolicy
 from agentflow.store import reminders
 from agentflow.store.database import Database
@@ -25,7 +25,7 @@ FULL_SCAN_EVERY = 3600.0
 """Seconds between two full scans of one scanner."""
 
 
-@dataclass(frozen=True)
+@frozen
 class ReminderCounts:
     """What one scan wrote.
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from datetime import datetime
 from typing import Any
 
@@ -18,6 +18,7 @@ from agentflow.core.agent_knowledge import FRESH_SECS, AgentKnowledge
 from agentflow.core.agent_state import WorkspaceSpend
 from agentflow.core.definitions import StructuredConfig
 from agentflow.core.errors import ErrorInfo, StepFailure
+from agentflow.core.frozen import frozen
 from agentflow.core.graph.looping import ForEachNode, LoopProgress
 from agentflow.core.inbox import EMPTY, Inbox
 from agentflow.core.records import RunRecord
@@ -33,7 +34,7 @@ from agentflow.store.checkpoints import NO_EFFECTS, Checkpointed, Effects, Model
 _rand = random.Random()
 
 
-@dataclass(frozen=True)
+@frozen
 class StepOutcome:
     """What the checkpoint of one attempt writes (``knowledge``: what an agent step knew of
     its run, for the worker to keep with what the checkpoint adds)."""
@@ -45,7 +46,7 @@ class StepOutcome:
     knowledge: AgentKnowledge | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class Cursor:
     """Where a held run is between steps (it changes only at checkpoints).
 

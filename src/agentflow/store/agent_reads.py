@@ -6,13 +6,13 @@ model with no connection held.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
 import asyncpg
 
 from agentflow.core.agent_context import HistoryStep
+from agentflow.core.frozen import frozen
 from agentflow.store import json_codec
 
 
@@ -59,7 +59,7 @@ async def workspace_spend(
     return float(row["usd"]), int(row["tokens"]), row["daily_usd"], row["daily_tokens"]
 
 
-@dataclass(frozen=True)
+@frozen
 class DecisionReads:
     """What a decision reads before it asks the model, in one round trip.
 

@@ -11,18 +11,19 @@ statement only when the step has one, so the common step pays for none of them.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
 from agentflow.core.agent_state import WorkspaceSpend
+from agentflow.core.frozen import frozen
 from agentflow.store import checkpoint_sql as sql_parts
 from agentflow.store.commit_groups import RowFetcher
 
 
-@dataclass(frozen=True)
+@frozen
 class StepWrite:
     """The audit row of one step attempt (``model`` and ``usage`` for a model call)."""
 
@@ -38,7 +39,7 @@ class StepWrite:
     duration: float
 
 
-@dataclass(frozen=True)
+@frozen
 class RunWrite:
     """How the run moves at a checkpoint.
 
@@ -67,7 +68,7 @@ class RunWrite:
     children_seen: int | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class ModelUsage:
     """A step's model calls: tokens, USD cost and how many calls, written on the step, the run
     and the workspace day."""
@@ -80,7 +81,7 @@ class ModelUsage:
     calls: int = 1
 
 
-@dataclass(frozen=True)
+@frozen
 class Effects:
     """A step's writes to the engine's own tables, made exactly once with its checkpoint.
 
@@ -121,7 +122,7 @@ class Effects:
 NO_EFFECTS = Effects()
 
 
-@dataclass(frozen=True)
+@frozen
 class Checkpointed:
     """A checkpoint that held: the run's new status, when due later how soon, its delivery
     count (higher than the step saw: something arrived meanwhile), the database's time, a

@@ -7,11 +7,11 @@ and a lease, all by the database clock.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from uuid import UUID
 
 import asyncpg
 
+from agentflow.core.frozen import frozen
 from agentflow.core.records import RunRecord
 
 _CLAIM = """
@@ -132,7 +132,7 @@ _CLAIM_NO_CODE = _without_code(_CLAIM)
 _CLAIM_TELLING_NO_CODE = _without_code(_CLAIM_TELLING)
 
 
-@dataclass(frozen=True)
+@frozen
 class Claimed:
     """A run a worker now holds (``run.status == in_progress``), or one the claim ended."""
 

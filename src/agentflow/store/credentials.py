@@ -7,13 +7,13 @@ Token expiry is judged by the database clock (``now()``), like every lease and t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
 import asyncpg
 
 from agentflow.core.credentials import CredentialRecord
+from agentflow.core.frozen import frozen
 
 _SHOWN = (
     "id, workspace_id, name, kind, metadata, secret_fields, token_expires_at, version, created_at, updated_at"
@@ -22,7 +22,7 @@ _COLUMNS = "workspace_id, name, kind, token_expires_at, metadata, secret, secret
 _EXPIRY = "CASE WHEN $4::float8 IS NULL THEN NULL ELSE now() + make_interval(secs => $4::float8) END"
 
 
-@dataclass(frozen=True)
+@frozen
 class SealedRow:
     """A credential with its sealed secret, as the worker reads it to use it.
 
@@ -41,7 +41,7 @@ class SealedRow:
     expired: bool = False
 
 
-@dataclass(frozen=True)
+@frozen
 class Replacement:
     """A credential's new contents: its kind, metadata and sealed secret.
 

@@ -10,10 +10,10 @@ falls between two windows.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+from agentflow.core.frozen import frozen
 from agentflow.store.database import Connection
 
 MAX_WINDOW_EVENTS = 1000
@@ -61,7 +61,7 @@ async def add(
     return dict(row)
 
 
-@dataclass(frozen=True)
+@frozen
 class ClosedWindow:
     """A window whose time has come, locked by this transaction, with its events in order."""
 

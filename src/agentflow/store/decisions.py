@@ -14,10 +14,10 @@ Everything runs on the caller's connection, inside its transaction.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 from uuid import UUID
 
+from agentflow.core.frozen import frozen
 from agentflow.store.database import Connection
 
 
@@ -54,7 +54,7 @@ async def decision_of(
     return dict(row) if row else None
 
 
-@dataclass(frozen=True)
+@frozen
 class DecisionRow:
     """What was decided for one (event, workflow) pair, and why."""
 

@@ -9,10 +9,10 @@ record commit together or not at all.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 from uuid import UUID
 
+from agentflow.core.frozen import frozen
 from agentflow.core.records import RunRecord, VersionRecord
 from agentflow.store import inbox, runs
 from agentflow.store.database import WAKE_CHANNEL, Connection
@@ -84,7 +84,7 @@ _START_KEYED = (
 )  # fmt: skip
 
 
-@dataclass(frozen=True)
+@frozen
 class Enrolled:
     """What happened to a matching event: ``started`` a run, ``enrolled`` into one, ..."""
 

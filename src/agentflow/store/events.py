@@ -10,7 +10,6 @@ it ends.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -19,6 +18,7 @@ import asyncpg
 
 from agentflow.core.accounts import is_account_topic
 from agentflow.core.events import Event, Position, Publication
+from agentflow.core.frozen import frozen
 from agentflow.store import accounts
 from agentflow.store.database import Connection
 
@@ -28,7 +28,7 @@ _COLUMNS = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class NewEvent:
     """An event ready to store (ids and times resolved)."""
 

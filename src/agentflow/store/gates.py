@@ -7,10 +7,10 @@ names the attempt it claimed: a claim that lost its lease decides nothing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+from agentflow.core.frozen import frozen
 from agentflow.store.database import Connection
 
 
@@ -35,7 +35,7 @@ async def request(
     return value
 
 
-@dataclass(frozen=True)
+@frozen
 class GateRequest:
     """A claimed request."""
 

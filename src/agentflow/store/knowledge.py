@@ -11,7 +11,6 @@ found pgvector and added ``knowledge_chunks.embedding``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -19,6 +18,7 @@ from uuid import UUID
 import asyncpg
 
 from agentflow.core.errors import NotFoundError
+from agentflow.core.frozen import frozen
 
 SOURCES = ("builtin", "operator")
 """Where a document comes from: shipped with agentflow, or added by an operator."""
@@ -33,7 +33,7 @@ ALL_WORDS_WEIGHT = 0.25
 """Bonus of a chunk that holds every word of the scenario (``websearch_to_tsquery``)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class DocumentRecord:
     """A document as listed: everything but its body."""
 
@@ -57,7 +57,7 @@ class DocumentRecord:
         )  # fmt: skip
 
 
-@dataclass(frozen=True)
+@frozen
 class NewChunk:
     """A chunk to write: its section heading (None before the first one) and its text."""
 
@@ -65,7 +65,7 @@ class NewChunk:
     body: str
 
 
-@dataclass(frozen=True)
+@frozen
 class StoredChunk:
     """A chunk of a document, in document order."""
 
@@ -74,7 +74,7 @@ class StoredChunk:
     body: str
 
 
-@dataclass(frozen=True)
+@frozen
 class ChunkHit:
     """A chunk a search found, with its document and its score (higher is better)."""
 

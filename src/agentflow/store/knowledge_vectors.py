@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from uuid import UUID
 
 import asyncpg
 
+from agentflow.core.frozen import frozen
 from agentflow.store.knowledge import ChunkHit
 
 
-@dataclass(frozen=True)
+@frozen
 class ChunkText:
     """A chunk still to embed, with the title of its document."""
 

@@ -9,18 +9,18 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
 from importlib import resources
 
 import asyncpg
 
 from agentflow.core.errors import AgentflowError
+from agentflow.core.frozen import frozen
 
 _LOCK_KEY = 0x6167656E74  # "agent"
 _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
 
-@dataclass(frozen=True)
+@frozen
 class Migration:
     """One migration file."""
 

@@ -9,7 +9,6 @@ needs them.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
@@ -17,6 +16,7 @@ import asyncpg
 
 from agentflow.core.config_validation import validate_config
 from agentflow.core.errors import AgentflowError, ConflictError
+from agentflow.core.frozen import frozen
 from agentflow.core.references import references_of
 
 log = logging.getLogger(__name__)
@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 ACTIVE = "('created', 'in_progress', 'waiting', 'suspended')"
 
 
-@dataclass(frozen=True)
+@frozen
 class Reference:
     """A version that uses the resource.
 

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 import asyncpg
 
+from agentflow.core.frozen import frozen
 from agentflow.core.records import RunRecord
 
 
-@dataclass(frozen=True)
+@frozen
 class RecordedDecision:
     """A completed ``agent.decide`` step: when it began, what it saw and what it chose."""
 

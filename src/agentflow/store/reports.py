@@ -12,7 +12,6 @@ notifications by their own account when they have one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -20,6 +19,7 @@ from uuid import UUID
 
 import asyncpg
 
+from agentflow.core.frozen import frozen
 from agentflow.core.reports import ImpactFigures
 
 # Parameters of every statement: $1 workspace, $2 workflow ids, $3 account (or NULL),
@@ -111,7 +111,7 @@ GROUP BY r.workflow_id
 """
 
 
-@dataclass(frozen=True)
+@frozen
 class AgentWorkflow:
     """A workflow in a report's scope, with its latest version's config document."""
 

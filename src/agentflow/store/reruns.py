@@ -3,18 +3,18 @@ and the new run with the steps completed by then copied into it, in one statemen
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 import asyncpg
 
+from agentflow.core.frozen import frozen
 from agentflow.core.records import RunRecord
 from agentflow.store.database import WAKE_CHANNEL
 
 
-@dataclass(frozen=True)
+@frozen
 class RerunBase:
     """Where a run stood when one of its steps began.
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
 import asyncpg
+
+from agentflow.core.frozen import frozen
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ LIMIT $5
 _PRUNE = "DELETE FROM run_deltas WHERE created_at < now() - make_interval(secs => $1)"
 
 
-@dataclass(frozen=True)
+@frozen
 class Delta:
     """One streamed piece: ``text`` (append ``data``) or ``restart`` (the call began again:
     drop what this step streamed so far)."""

@@ -11,10 +11,11 @@ items' rows, and a waiting parent reads its child's output.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from uuid import UUID
 
 import asyncpg
+
+from agentflow.core.frozen import frozen
 
 FINISHED = ("completed", "failed", "canceled")
 BATCH = 1000
@@ -45,7 +46,7 @@ DELETE FROM runs r USING doomed WHERE r.workspace_id = doomed.workspace_id AND r
 """
 
 
-@dataclass(frozen=True)
+@frozen
 class Pruned:
     """What a retention pass deleted, per workspace (only those it deleted from)."""
 

@@ -7,12 +7,12 @@ by a worker of the starting process when given a ``Lease`` (an eager start).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
 import asyncpg
 
+from agentflow.core.frozen import frozen
 from agentflow.core.records import RunRecord, VersionRecord
 from agentflow.store.commit_groups import RowFetcher
 from agentflow.store.database import WAKE_CHANNEL
@@ -62,7 +62,7 @@ _IF_CURRENT = """SELECT $1, $2, $3, $4, {status}, $5, $6, $7, $8, {due}, $9, $10
 _START_IF, _START_IF_HELD = _insert(_IF_CURRENT, None), _insert(_IF_CURRENT, 15)
 
 
-@dataclass(frozen=True)
+@frozen
 class Lease:
     """An eager start's lease: the run is inserted held by ``owner`` for ``ttl`` seconds."""
 
@@ -106,7 +106,7 @@ async def start_if_current(
     return RunRecord.from_row(row) if row is not None else None
 
 
-@dataclass(frozen=True)
+@frozen
 class StartKey:
     """What makes a start idempotent: its key, and a hash of what it asked for."""
 
@@ -114,7 +114,7 @@ class StartKey:
     hash: str
 
 
-@dataclass(frozen=True)
+@frozen
 class Started:
     """A start's run: the one it made, or (``replayed``) the one an earlier start with the
     same key made; ``start_hash`` is what that earlier start asked for."""

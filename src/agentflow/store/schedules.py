@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from agentflow.core.frozen import frozen
 from agentflow.store.database import WAKE_CHANNEL, Connection
 
 
@@ -26,7 +26,7 @@ async def sync(conn: Connection, workspace_id: UUID, workflow_id: UUID, schedule
         )
 
 
-@dataclass(frozen=True)
+@frozen
 class DueSchedule:
     """A claimed schedule row with its workflow's latest version."""
 

@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
 import asyncpg
 
 from agentflow.core.errors import ConflictError
+from agentflow.core.frozen import frozen
 from agentflow.core.records import VersionRecord, WorkflowRecord
 from agentflow.store import schedules
 from agentflow.store.database import Connection
 
 
-@dataclass(frozen=True)
+@frozen
 class Published:
     """The outcome of publishing a config.
 

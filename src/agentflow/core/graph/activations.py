@@ -3,15 +3,17 @@ loops, and the frontier itself."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime
 from typing import Any
+
+from agentflow.core.frozen import frozen
 
 FIRED = "fired"
 SKIPPED = "skipped"
 
 
-@dataclass(frozen=True)
+@frozen
 class Activation:
     """One execution of one node.
 
@@ -36,7 +38,7 @@ class Activation:
     asked: int | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class Timer:
     """A port that fires later (a ``wait`` node's).
 
@@ -61,7 +63,7 @@ class Timer:
         return now is not None and self.at is not None and datetime.fromisoformat(self.at) <= now
 
 
-@dataclass(frozen=True)
+@frozen
 class Loop:
     """A ``for_each`` whose items run as child runs.
 
@@ -84,7 +86,7 @@ class Loop:
     quiet: int = 0
 
 
-@dataclass(frozen=True)
+@frozen
 class Frontier:
     """What a graph run has left to do.
 

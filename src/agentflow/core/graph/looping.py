@@ -10,11 +10,11 @@ it, or ``collect`` its error in its place.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
+from agentflow.core.frozen import frozen
 from agentflow.core.node_specs import ANY, NodeSpec, register_node_spec
 
 ITERATION = "iteration"
@@ -67,7 +67,7 @@ def loop_results(on_item_error: str, items: list[dict[str, Any]]) -> list[Any]:
 register_node_spec(ForEachNode)
 
 
-@dataclass(frozen=True)
+@frozen
 class LoopProgress:
     """How far a loop's items are, as the database counts them when the parent wakes.
 

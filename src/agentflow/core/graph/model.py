@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentflow.core.frozen import frozen
 from agentflow.core.node_specs import NODE_ID_PATTERN, NodeSpec
 
 PORT_PATTERN = r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$"
@@ -44,7 +45,7 @@ class Edge(BaseModel):
     to: str = Field(pattern=NODE_ID_PATTERN)
 
 
-@dataclass(frozen=True)
+@frozen
 class Link:
     """One connection, wherever the config wrote it.
 
@@ -60,7 +61,7 @@ class Link:
     path: str
 
 
-@dataclass(frozen=True)
+@frozen
 class Graph:
     """The nodes and links of a structured workflow, indexed both ways.
 

@@ -17,8 +17,9 @@ import os
 import signal
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
+
+from agentflow.core.frozen import frozen
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ _MOUNTS = "/proc/self/mounts"
 _OWN = "/proc/self/cgroup"
 
 
-@dataclass(frozen=True)
+@frozen
 class Hierarchy:
     """Where groups are made: the v2 root, or v1's memory and pids roots."""
 

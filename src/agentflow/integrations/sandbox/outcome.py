@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import signal
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
 from typing import Any, Literal
 
+from agentflow.core.frozen import frozen
 from agentflow.integrations.sandbox import harness
 
 Language = Literal["python", "javascript"]
@@ -23,7 +24,7 @@ _MEMORY_SIGNS = (
 ``EXIT_MEMORY``; V8 aborts)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class CodeLimits:
     """What one execution may use.
 
@@ -67,7 +68,7 @@ class Verdict(StrEnum):
     SETUP_FAILED = "setup_failed"
 
 
-@dataclass(frozen=True)
+@frozen
 class Outcome:
     """What an execution gave.
 
@@ -89,7 +90,7 @@ class Outcome:
     seconds: float = 0.0
 
 
-@dataclass(frozen=True)
+@frozen
 class Ending:
     """The facts a verdict is judged from, as the watch saw them.
 

@@ -10,9 +10,9 @@ import json
 import os
 import signal
 import time
-from dataclasses import dataclass
 from typing import Any
 
+from agentflow.core.frozen import frozen
 from agentflow.integrations.sandbox.outcome import LOG_TAIL_CHARS, CodeLimits, Ending
 
 DRAIN_SECONDS = 1.0
@@ -33,7 +33,7 @@ class _Protocol(asyncio.subprocess.SubprocessStreamProtocol):
         self.exited.set()
 
 
-@dataclass(frozen=True)
+@frozen
 class Started:
     """A started process and the event set when it exits."""
 
