@@ -178,3 +178,28 @@ async def test_quick_starts_at_once_share_a_commit_and_each_is_its_own_run(engin
     )
     assert sorted(r["input"]["n"] for r in rows) == list(range(20))
     assert len({r["tx"] for r in rows}) < 20  # several inserted by one transaction
+
+
+@pytest.mark.parametrize("callers", [1, 5])
+async def test_callers_are_answered_before_the_connection_goes_back(engine: Engine, callers: int) -> None:
+    # The pool's release takes a task and three turns of the loop: a caller (a run's next step)
+    # need not wait for it. Negative control: answered after the release, the connection the
+    # group used would be idle again when the callers get their rows.
+    ids = await _table(engine, callers)
+    pool = engine.db.pool
+    group = CommitGroup(pool)
+    idle = pool.get_idle_size()
+
+    async def bump(run: UUID) -> tuple[asyncpg.Record | None, int]:
+        row = await group.fetchrow(BUMP, "t", run, 1)
+        return row, pool.get_idle_size()  # as the caller goes on
+
+    answers = await asyncio.gather(*(bump(i) for i in ids))
+
+    assert all(row is not None and row["v"] == 1 for row, _idle in answers)
+    assert {seen for _row, seen in answers} == {idle - 1}  # still out: being given back
+    for _ in range(50):  # and given back a few turns of the loop later
+        if pool.get_idle_size() == idle:
+            break
+        await asyncio.sleep(0.01)
+    assert pool.get_idle_size() == idle

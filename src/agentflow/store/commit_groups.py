@@ -132,32 +132,37 @@ class CommitGroup:
         # Rows are locked in the order of their runs' ids, as the heartbeat locks them: two
         # such transactions never wait on each other in a cycle.
         items.sort(key=lambda item: item.run_id)
+        answered = False
         try:
             async with self._pool.acquire() as conn:
                 # fetchmany pipelines the statement over its arguments and ends with a single
                 # Sync: PostgreSQL runs them as one implicit transaction (all or nothing, one
                 # commit) in one round trip, with no BEGIN or COMMIT round trip of its own.
                 rows = await conn.fetchmany(items[0].query, [item.args for item in items])
+                # Answered before the connection goes back: the callers go on meanwhile.
+                answered = True
+                by_run = {row["id"]: row for row in rows}
+                for item in items:
+                    _settle(item, row=by_run.get(item.run_id))
         except Exception as exc:
+            if answered:  # committed; only giving the connection back failed (the pool's care)
+                return
             if unavailable(exc):  # the commit may or may not have happened: as alone
                 for item in items:
                     _settle(item, exc=exc)
                 return
             # One statement failed and rolled back the others: each again alone.
             await asyncio.gather(*(_alone(self._pool, item) for item in items))
-            return
-        by_run = {row["id"]: row for row in rows}
-        for item in items:
-            _settle(item, row=by_run.get(item.run_id))
 
 
 async def _alone(pool: asyncpg.Pool, item: _Pending) -> None:
     try:
-        row = await pool.fetchrow(item.query, *item.args)
+        async with pool.acquire() as conn:
+            # Answered before the connection goes back (the pool's release takes a task and
+            # three turns of the loop): the caller goes on meanwhile.
+            _settle(item, row=await conn.fetchrow(item.query, *item.args))
     except Exception as exc:
         _settle(item, exc=exc)
-    else:
-        _settle(item, row=row)
 
 
 def _settle(item: _Pending, *, row: asyncpg.Record | None = None, exc: BaseException | None = None) -> None:
