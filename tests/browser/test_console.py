@@ -208,8 +208,10 @@ async def test_the_run_page_follows_the_run_through_its_stream(engine: Engine, b
         asked: list[str] = []
         page.on("request", lambda request: asked.append(request.url))
         await page.goto(f"{base}/#/runs/{run.workflow_id}/{run.id}")
+        # Generous: on a CI machine shared by three lanes and an image build, the page once
+        # took over 20 s to load.
         await expect(page.locator("#run-status [data-status]")).to_have_attribute(
-            "data-status", "waiting", timeout=20_000
+            "data-status", "waiting", timeout=60_000
         )
         # The run waits for this event (not a timer), so a slow page load cannot miss the wait.
         await engine.events.publish([{"topic": "nap.over", "message_id": "wake-1", "data": {}}])

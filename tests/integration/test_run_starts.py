@@ -16,22 +16,48 @@ def flow(name: str, tool: str = "echo", **extra: Any) -> dict[str, Any]:
     return {"name": name, "kind": "structured", "nodes": [{"id": "a", "type": "tool", "tool": tool}], **extra}
 
 
+STATEMENTS = ("fetchrow", "fetch", "fetchval", "execute", "fetchmany")
+
+
 class Counting:
-    """The pool, counting the statements a start sends."""
+    """The pool, counting the statements a start sends (also on connections it hands out)."""
 
     def __init__(self, pool: Any) -> None:
         self.pool, self.statements = pool, 0
 
     def __getattr__(self, name: str) -> Any:
         real = getattr(self.pool, name)
-        if name in ("fetchrow", "fetch", "fetchval", "execute"):
+        if name == "acquire":
+            return lambda *args, **kwargs: _CountingAcquire(self, real(*args, **kwargs))
+        return _counted(self, real) if name in STATEMENTS else real
 
-            async def counted(*args: Any) -> Any:
-                self.statements += 1
-                return await real(*args)
 
-            return counted
-        return real
+class _CountingAcquire:
+    def __init__(self, counting: Counting, acquiring: Any) -> None:
+        self.counting, self.acquiring = counting, acquiring
+
+    async def __aenter__(self) -> Any:
+        return _CountingConnection(self.counting, await self.acquiring.__aenter__())
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self.acquiring.__aexit__(*exc)
+
+
+class _CountingConnection:
+    def __init__(self, counting: Counting, conn: Any) -> None:
+        self.counting, self.conn = counting, conn
+
+    def __getattr__(self, name: str) -> Any:
+        real = getattr(self.conn, name)
+        return _counted(self.counting, real) if name in STATEMENTS else real
+
+
+def _counted(counting: Counting, real: Any) -> Any:
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        counting.statements += 1
+        return await real(*args, **kwargs)
+
+    return counted
 
 
 async def test_a_known_workflow_starts_in_one_statement(engine: Engine, monkeypatch: Any) -> None:
