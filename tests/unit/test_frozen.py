@@ -49,6 +49,18 @@ def test_a_class_keeps_its_own_hash() -> None:
     assert Named("a", "one") != Named("a", "two")
 
 
+def test_a_class_with_its_own_eq_is_still_hashed_by_its_fields() -> None:
+    @frozen
+    class Loose:
+        name: str
+
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, Loose) and self.name.lower() == other.name.lower()
+
+    assert Loose("A") == Loose("a")
+    assert hash(Loose("a")) == hash(Loose("a")) != hash(Loose("b"))
+
+
 def test_a_list_field_makes_a_value_unhashable_as_a_frozen_dataclass_would() -> None:
     @frozen
     class Holder:

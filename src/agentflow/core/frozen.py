@@ -30,5 +30,6 @@ def frozen(cls: type[T]) -> type[T]:
     Returns:
         The dataclass: compared and hashed by its fields (unless it defines ``__hash__``).
     """
-    # A class that defines its own __hash__ keeps it, as a frozen dataclass would.
-    return dataclasses.dataclass(unsafe_hash="__hash__" not in cls.__dict__)(cls)
+    # A class that defines its own __hash__ keeps it, as a frozen dataclass would (one that
+    # defines only __eq__ has __hash__ = None from Python: not its own, it gets the fields').
+    return dataclasses.dataclass(unsafe_hash=cls.__dict__.get("__hash__") is None)(cls)
