@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from agentflow.api.app import create_app
+from agentflow.bench.tools import NOOP
 from agentflow.core.ids import DEFAULT_WORKSPACE
 from agentflow.engine import Engine
 from agentflow.runtime.scheduler import Scheduler
@@ -189,7 +190,8 @@ async def updates_of_runs(engine: Engine) -> tuple[int, int]:
 async def long_run(engine: Engine, database_url: str, name: str) -> tuple[int, int]:
     """(updates, HOT updates) a 100-step run's checkpoints made, counted exactly: its worker has
     its own connections, and a backend reports its counts when its connection closes."""
-    nodes = [{"id": f"n{i}", "type": "mapping", "output": {"x": i}} for i in range(100)]
+    # Tool steps: each checkpoints alone (a pure node's step would ride in the next one's).
+    nodes = [{"id": f"n{i}", "type": "tool", "tool": NOOP} for i in range(100)]
     await engine.publish_workflow(flow(name, *nodes, {"id": "end", "type": "finish"}))
     before = await updates_of_runs(engine)
     own = await Engine.connect(make_settings(database_url), migrate_schema=False)

@@ -49,6 +49,26 @@ def diamonds(name: str, nodes: int) -> dict[str, Any]:
     return {"name": name, "kind": "structured", "nodes": built, "edges": edges}
 
 
+def mixed(name: str, nodes: int) -> dict[str, Any]:
+    """``nodes`` in a row, as a flow that shapes data around its calls: a trivial step, a
+    condition (always its default port), a mapping, and again (two nodes in three pure)."""
+    ids = [f"n{i}" for i in range(nodes)]
+    built: list[dict[str, Any]] = []
+    edges: list[dict[str, str]] = []
+    for i, node_id in enumerate(ids):
+        if i % 3 == 0:
+            built.append(_noop(node_id))
+        elif i % 3 == 1:
+            rare = {"port": "rare", "when": {"path": "payload.rare", "op": "exists"}}
+            built.append({"id": node_id, "type": "condition", "branches": [rare]})
+        else:
+            built.append({"id": node_id, "type": "mapping", "output": {"node": i, "seen": "{{ input }}"}})
+        if i:
+            port = "default" if i % 3 == 2 else "result"
+            edges.append({"from": ids[i - 1], "port": port, "to": node_id})
+    return {"name": name, "kind": "structured", "nodes": built, "edges": edges}
+
+
 def _noop(node_id: str) -> dict[str, Any]:
     return {"id": node_id, "type": "tool", "tool": NOOP}
 
@@ -91,9 +111,32 @@ async def g1(ctx: BenchContext) -> WorkloadResult:
             small = details["bytes"][f"{shape} {len(build('x', SIZES[0])['nodes'])} nodes"]["per_node"]
             large = details["bytes"][f"{shape} {len(build('x', SIZES[-1])['nodes'])} nodes"]["per_node"]
             result.add(f"bytes per node, {shape}, {SIZES[-1]} vs {SIZES[0]} nodes", large / small, "×")
+        await _mixed(ctx, result, details, runs)
         group.check_alive()
     result.details = details
     return result
+
+
+async def _mixed(ctx: BenchContext, result: WorkloadResult, details: dict[str, Any], runs: int) -> None:
+    """A 20-node flow with conditions and mappings between its calls: the mean per node (its
+    pure nodes' steps ride in the next checkpoint) and the commits it made per node."""
+    pool, size = ctx.engine.db.pool, SIZES[1]
+    workflow = await publish(ctx.engine, mixed("bench_g1_mixed", size))
+    ctx.progress(f"G1: {runs} runs of a {size}-node graph of calls, conditions and mappings")
+    means: list[float] = []
+    commits = 0
+    for index in range(runs):
+        run = await ctx.engine.start_run(workflow)
+        await queries.wait_until_ended(pool, workflow, index + 1, timeout=60)
+        gaps = await queries.step_gaps(pool, run.id)
+        means.append(sum(gap for _seq, gap, _ran in gaps) / len(gaps))
+        commits += await pool.fetchval(
+            "SELECT count(DISTINCT xmin::text) FROM run_steps WHERE run_id = $1", run.id
+        )
+    mean = Summary.of(means).scaled(1000)
+    result.add(f"mean per node, {size}-node mixed (2 in 3 pure)", mean.p50, "ms", floor=ctx.floor.commit.p50)
+    details["mixed"] = {"nodes": size, "runs": runs, "commits_per_node": round(commits / (runs * size), 3)}
+    result.add(f"commits per node, {size}-node mixed", commits / (runs * size), "commits")
 
 
 async def _bytes_written(pool: Any, run_id: UUID) -> int:

@@ -39,10 +39,13 @@ def lifecycle_events(
     error: dict[str, Any] | None,
     step: dict[str, Any],
     request: dict[str, Any] | None,
+    first_seq: int | None = None,
 ) -> list[dict[str, Any]]:
     """The events a checkpoint publishes: ``run`` moves to ``status`` (with ``reason``,
     ``error``) after ``step`` (``seq``, ``attempt``, ``node_id``, ``kind``, ``status``,
-    ``error``), maybe asking ``request``. Each is ``{topic, message_id, data}``."""
+    ``error``), maybe asking ``request``. Each is ``{topic, message_id, data}``.
+    ``first_seq``: the number of the first step it writes, when pure steps ran before
+    ``step`` (``run.started`` goes with the checkpoint that writes step 0)."""
     if started_by_lifecycle(run):
         return []
     about = {
@@ -53,7 +56,7 @@ def lifecycle_events(
         "parent_run_id": None if run.parent_run_id is None else str(run.parent_run_id),
     }
     events: list[dict[str, Any]] = []
-    if step["seq"] == 0 and run.started_at is not None:
+    if (step["seq"] if first_seq is None else first_seq) == 0 and run.started_at is not None:
         events.append(_event(RUN_STARTED, str(run.id), about))
     if step["status"] == "failed":
         key = f"{run.id}:{step['seq']}:{step['attempt']}"

@@ -96,6 +96,10 @@ class NodeSpec(BaseModel):
     uses it itself; an attached node is no step of the graph's own sequence."""
     attached_only: ClassVar[bool] = False
     """True: the kind works only attached to an agent (a ``memory`` node), never in the graph."""
+    pure: ClassVar[bool] = False
+    """True: the kind only computes its output from what it reads (no write, no call out, no
+    model). Its step is checkpointed in the same commit as the next step's: after a crash it
+    is run again and gives what the lost checkpoint would have held."""
     reference_fields: ClassVar[Mapping[str, str]] = {}
     """Fields that name a workspace resource (a name or a list of names), by the resource's
     kind: ``{"credential": "credential"}``. A published version records them (``references``)."""

@@ -83,9 +83,12 @@ class LifecycleListeners:
         hears = self._db.settings.lifecycle_events and await self.tells(workspace_id, RUN_CANCELED)
         return BatchStarts(together=False, hears_canceled=(workspace_id,) if hears else (), local=local)
 
-    async def with_events(self, run: RunRecord, outcome: StepOutcome) -> StepOutcome:
+    async def with_events(
+        self, run: RunRecord, outcome: StepOutcome, first_seq: int | None = None
+    ) -> StepOutcome:
         """``outcome`` with the lifecycle events its checkpoint publishes: those a workflow of
-        the run's workspace listens to."""
+        the run's workspace listens to (``first_seq``: the first step it writes, when pure
+        steps ran before it)."""
         try:
             await self.refresh()
         except Exception as exc:
@@ -101,6 +104,7 @@ class LifecycleListeners:
             step={"seq": written.seq, "attempt": written.attempt, "node_id": written.node_id,
                   "kind": written.kind, "status": written.status, "error": written.error},
             request=effects.approval,
+            first_seq=first_seq,
         )  # fmt: skip
         events = [e for e in events if self.heard(run.workspace_id, e["topic"])]
         return replace(outcome, effects=replace(effects, events=events)) if events else outcome

@@ -15,7 +15,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from uuid import UUID
 
@@ -40,6 +40,7 @@ from agentflow.runtime.leases import Held, Promises, keep_leases, release_after_
 from agentflow.runtime.lifecycle_listeners import LifecycleListeners
 from agentflow.settings import Settings
 from agentflow.store import inbox, reads, runs
+from agentflow.store.checkpoints import PriorStep
 from agentflow.store.commit_groups import CommitGroup
 from agentflow.store.database import TRANSACTION_CONFLICTS, UNAVAILABLE_ERRORS, Database, unavailable
 from agentflow.store.run_starts import Lease
@@ -298,6 +299,8 @@ class Worker:
                 if await self._drive_branches(config, run, held, cursor):
                     await release_quietly(self.db.pool, run, token, self.name)
                 return
+            deferred: list[PriorStep] = []  # pure steps run since the last checkpoint
+            held_counter = cursor.step_seq
             while True:
                 if not agent and "loops" in cursor.state and not cursor.state.get("ready"):
                     # A loop wake: count its items (not before the steps of other branches).
@@ -315,9 +318,20 @@ class Worker:
                 finally:
                     held.steps.discard(running)
                 failpoint("after_step")
-                done = await self._checkpoint(run, token, outcome, config)
+                if isinstance(config, StructuredConfig) and step.deferrable(
+                    config, outcome, cursor, len(deferred)
+                ):
+                    if not deferred:
+                        held_counter = cursor.step_seq if outcome.run.counter is None else outcome.run.counter
+                    deferred.append(PriorStep(outcome.step, outcome.run.state, time.monotonic()))
+                    cursor = cursor.after(outcome)
+                    continue
+                if deferred:
+                    outcome = step.fenced_on(outcome, held_counter)
+                done = await self._checkpoint(run, token, outcome, config, deferred)
                 if done is None:
                     return
+                deferred = []
                 cursor = await cursor_reads.refresh(self.db.pool, run, cursor.after(outcome, done), done)
                 if self._stopping.is_set():
                     await release_quietly(self.db.pool, run, token, self.name)
@@ -361,27 +375,36 @@ class Worker:
         return await driver.drive(cursor)
 
     async def _checkpoint(
-        self, run: RunRecord, token: int, outcome: step.StepOutcome, config: AgentConfig | StructuredConfig
+        self,
+        run: RunRecord,
+        token: int,
+        outcome: step.StepOutcome,
+        config: AgentConfig | StructuredConfig,
+        prior: Sequence[PriorStep] = (),
     ) -> runs.Checkpointed | None:
-        """Write the outcome; return the checkpoint when the run still has immediate work here."""
+        """Write the outcome (with ``prior``, pure steps run before it); return the checkpoint
+        when the run still has immediate work here."""
         if outcome.effects.children and tracing.enabled():  # children continue the run's trace
             children = tracing.with_trace_parent(run, outcome.effects.children)
             outcome = replace(outcome, effects=replace(outcome.effects, children=children))
         if self.settings.lifecycle_events:
-            outcome = await self._listeners.with_events(run, outcome)
+            outcome = await self._listeners.with_events(run, outcome, prior[0].step.seq if prior else None)
         failpoint("before_checkpoint")
         done = await runs.checkpoint(
             self._commits, run.workspace_id, run.id, token, self.name,
-            outcome.run, outcome.step, outcome.effects,
+            outcome.run, outcome.step, outcome.effects, prior,
         )  # fmt: skip
         failpoint("after_checkpoint")
         if done is None:
             metrics.FENCED.inc()
             logger.warning("run %s: lease lost; checkpoint of step %s discarded", run.id, outcome.step.seq)
             return None
+        labels = self._workflow_labels.of(config.name)
+        for earlier in prior:
+            metrics.observe_step(earlier.step.kind, earlier.step.status, earlier.step.duration, labels)
         written, usage = outcome.step, outcome.effects.usage
         metrics.observe_step(
-            written.kind, written.status, written.duration, self._workflow_labels.of(config.name),
+            written.kind, written.status, written.duration, labels,
             *((usage.model, (usage.input_tokens, usage.output_tokens, usage.cached_input_tokens),
                usage.usd_cost, usage.calls) if usage else ()),
         )  # fmt: skip

@@ -49,7 +49,7 @@ WITH r AS (
       AND status = 'in_progress' AND step_seq = $24::int
     RETURNING workspace_id, id, status, due_at, cancel_requested, inbox_seq,
               extract(epoch FROM due_at - now())::float8 AS due_in, now() AS db_now$RETURNED_STATE
-), s AS (
+)$PRIOR_STEPS, s AS (
     -- A completed step keeps the state it left (a rerun from a later step starts from it).
     INSERT INTO run_steps (workspace_id, run_id, seq, attempt, node_id, kind, name, status,
                            input, output, error, idempotency_key, worker, fencing_token,
@@ -61,7 +61,7 @@ WITH r AS (
            -- counted from now() must not end before the step's recorded finish plus the wait.
            now() - make_interval(secs => $22), now(),
            CASE WHEN $18 = 'completed' THEN $STEP_STATE END$STEP_USAGE_VALUES
-    FROM r
+    FROM r$AFTER_PRIOR
 )
 """
 # The run's new state ($STATE) when it has timers: a graph run's new timers count from this
@@ -82,6 +82,26 @@ UNTIMED_STEP_STATE = "$7::jsonb"
 # ($CHILD_ENDS, numbered last): migration 0036 counts each end on this row, which the end
 # updates, so an end that holds the row now is waited for and counted, as a delivery is.
 CHILD_ENDS = "\n                                     WHEN children_ended > $SEEN::bigint THEN now()"
+# Steps of pure nodes that ran before this one and were not checkpointed alone ($PRIOR: seq,
+# attempt, node_id, kind, name, input, output, state, ran = seconds it ran, ago = seconds
+# between its end and this statement): their rows, in this step's commit ($PRIOR_STEPS, before
+# the step's own row: AFTER_PRIOR makes that insert wait for these, so their ids come first,
+# as readers order a run's steps by id).
+PRIOR = """, pr AS (
+    INSERT INTO run_steps (workspace_id, run_id, seq, attempt, node_id, kind, name, status,
+                           input, output, idempotency_key, worker, fencing_token,
+                           started_at, finished_at, state)
+    SELECT r.workspace_id, r.id, (x.d->>'seq')::int, (x.d->>'attempt')::int, x.d->>'node_id',
+           x.d->>'kind', x.d->>'name', 'completed', nullif(x.d->'input', 'null'),
+           nullif(x.d->'output', 'null'),
+           r.id::text || ':' || (x.d->>'seq'), $4, $3,
+           now() - make_interval(secs => (x.d->>'ago')::float8 + (x.d->>'ran')::float8),
+           now() - make_interval(secs => (x.d->>'ago')::float8), x.d->'state'
+    FROM r, jsonb_array_elements($PRIOR::jsonb) WITH ORDINALITY AS x(d, n)
+    ORDER BY x.n
+    RETURNING 1
+)"""
+AFTER_PRIOR = " WHERE (SELECT count(*) FROM pr) >= 0"
 # Consuming the inbox rows the step saw ($ROWS), exactly once with the step (fenced by r).
 CONSUME = """, c AS (
     UPDATE run_inbox i SET consumed_at = now(), consumed_seq = $13::int

@@ -11,6 +11,8 @@ statement only when the step has one, so the common step pays for none of them.
 from __future__ import annotations
 
 import functools
+import time
+from collections.abc import Sequence
 from dataclasses import field
 from datetime import datetime
 from decimal import Decimal
@@ -123,6 +125,27 @@ NO_EFFECTS = Effects()
 
 
 @frozen
+class PriorStep:
+    """A completed step of a pure node (``NodeSpec.pure``) that is written with the next
+    step's checkpoint: its row, the run's state as it left it, and when it ended
+    (``time.monotonic()``)."""
+
+    step: StepWrite
+    state: dict[str, Any]
+    ended: float
+
+    def to_json(self, now: float) -> dict[str, Any]:
+        """The row as the checkpoint's ``$PRIOR`` takes it, ``now`` being the monotonic time
+        the statement is built."""
+        s = self.step
+        return {
+            "seq": s.seq, "attempt": s.attempt, "node_id": s.node_id, "kind": s.kind, "name": s.name,
+            "input": s.input, "output": s.output, "state": self.state, "ran": s.duration,
+            "ago": max(now - self.ended, 0.0),
+        }  # fmt: skip
+
+
+@frozen
 class Checkpointed:
     """A checkpoint that held: the run's new status, when due later how soon, its delivery
     count (higher than the step saw: something arrived meanwhile), the database's time, a
@@ -151,6 +174,7 @@ _PARTS: tuple[tuple[str, str, str], ...] = (
     ("events", sql_parts.EVENTS, "$EVENTS"),
     ("memory", sql_parts.MEMORY, "$MEMORY"),
     ("memory_summary", sql_parts.MEMORY_SUMMARY, "$MEMSUM"),
+    ("prior", sql_parts.PRIOR, "$PRIOR"),
 )
 """Every optional part, in the order its parameter follows the fixed ones."""
 _FIXED_PARAMETERS = 25
@@ -189,7 +213,11 @@ def _statement(
                 fragment = fragment.replace(
                     "$TASKS_RETURNING", sql_parts.TASKS_RETURNING if return_tasks else ""
                 )
-            added += fragment.replace(marker, f"${number}")
+            if name == "prior":  # before the step's own row (checkpoint_sql.PRIOR)
+                sql = sql.replace("$PRIOR_STEPS", fragment.replace(marker, f"${number}"))
+                sql = sql.replace("$AFTER_PRIOR", sql_parts.AFTER_PRIOR)
+            else:
+                added += fragment.replace(marker, f"${number}")
             number += 1
     if usage:
         names = {"$MODEL": number, "$IN": number + 1, "$OUT": number + 2, "$CACHED": number + 3}
@@ -216,6 +244,7 @@ def _statement(
         sql = sql.replace("$CHILD_ENDS", sql_parts.CHILD_ENDS.replace("$SEEN", f"${number}"))
     else:
         sql = sql.replace("$CHILD_ENDS", "")
+    sql = sql.replace("$PRIOR_STEPS", "").replace("$AFTER_PRIOR", "")
     if "cancel" in parts:  # the items of nested loops are found recursively
         sql = sql.replace("WITH r AS (", "WITH RECURSIVE r AS (", 1)
     if "tasks" in parts and return_tasks:
@@ -232,11 +261,14 @@ async def checkpoint(
     run: RunWrite,
     step: StepWrite,
     effects: Effects = NO_EFFECTS,
+    prior: Sequence[PriorStep] = (),
 ) -> Checkpointed | None:
     """Record a step, move the run and apply the step's effects in one statement, fenced on
     ``token``.
 
     ``pool`` may be a ``CommitGroup``: the checkpoint then shares its commit with other runs'.
+    ``prior``: steps of pure nodes that ran since the run's last checkpoint, recorded with this
+    one (``run.counter`` is then the first one's number, the counter the run's row holds).
 
     Returns None when the lease was lost: nothing was written.
     """
@@ -260,6 +292,7 @@ async def checkpoint(
         "events": effects.events or None,
         "memory": effects.memory or None,
         "memory_summary": effects.memory_summary,
+        "prior": [p.to_json(time.monotonic()) for p in prior] or None,
     }
     parts = frozenset(name for name, value in values.items() if value is not None)
     args += [values[name] for name, _, _ in _PARTS if name in parts]

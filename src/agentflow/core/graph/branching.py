@@ -61,6 +61,7 @@ class ConditionNode(NodeSpec):
     title: ClassVar[str] = "Condition"
     port_names: ClassVar[tuple[str, ...]] = (DEFAULT_PORT,)
     config_ports: ClassVar[str | None] = "branches[].port"
+    pure: ClassVar[bool] = True
     type: Literal["condition"] = "condition"
     branches: list[Branch] = Field(
         min_length=1, max_length=50, description="Tested in order; the first that holds wins."

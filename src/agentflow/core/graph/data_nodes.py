@@ -42,6 +42,7 @@ class MappingNode(NodeSpec):
     ``{input, payload, steps, state}``."""
 
     title: ClassVar[str] = "Mapping"
+    pure: ClassVar[bool] = True
     type: Literal["mapping"] = "mapping"
     output: dict[str, Any] | None = Field(
         default=None, description="The output object; its values may be templates."
@@ -96,6 +97,7 @@ class FilterNode(NodeSpec):
 
     title: ClassVar[str] = "Filter"
     result_schema: ClassVar[dict[str, Any]] = LIST_SCHEMA
+    pure: ClassVar[bool] = True
     type: Literal["filter"] = "filter"
     items: str = Field(default="{{ input }}", max_length=10_000, description="A template giving the list.")
     where: Annotated[Any, conditions.checked("where")] = Field(
@@ -117,6 +119,7 @@ class SortNode(NodeSpec):
 
     title: ClassVar[str] = "Sort"
     result_schema: ClassVar[dict[str, Any]] = LIST_SCHEMA
+    pure: ClassVar[bool] = True
     type: Literal["sort"] = "sort"
     items: str = Field(default="{{ input }}", max_length=10_000, description="A template giving the list.")
     by: ItemPath = Field(default=None, max_length=500, description="A path in each item, e.g. customer.name.")
@@ -154,6 +157,7 @@ class SplitNode(NodeSpec):
     title: ClassVar[str] = "Split"
     # Any of the three modes' shapes; a node's own ``declared_schema`` is its mode's.
     result_schema: ClassVar[dict[str, Any]] = {"anyOf": [CHUNKS_SCHEMA, GROUPS_SCHEMA, PARTS_SCHEMA]}
+    pure: ClassVar[bool] = True
     type: Literal["split"] = "split"
     items: str = Field(
         default="{{ input }}",

@@ -20,6 +20,7 @@ class MergeNode(NodeSpec):
 
     title: ClassVar[str] = "Merge"
     joins: ClassVar[bool] = True
+    pure: ClassVar[bool] = True
     type: Literal["merge"] = "merge"
     wait: Literal["all", "first"] | Annotated[int, Field(ge=1, le=1000)] = Field(
         default="all", description="'all' live branches, the 'first', or a number of them."
