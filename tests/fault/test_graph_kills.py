@@ -85,12 +85,12 @@ from dataclasses import replace
 import agentflow.store.runs as runs
 _real = runs.checkpoint
 _written = {}
-async def _split(sender, ws, run_id, token, owner, run, step, effects=runs.Effects()):
+async def _split(sender, ws, run_id, token, owner, run, step, effects=runs.Effects(), prior=()):
     pool = getattr(sender, "pool", sender)  # the worker's CommitGroup, or a pool
     old = _written.get(run_id)
     if old is None:
         old = await pool.fetchval("SELECT state FROM runs WHERE id = $1", run_id)
-    done = await _real(sender, ws, run_id, token, owner, replace(run, state=old), step, effects)
+    done = await _real(sender, ws, run_id, token, owner, replace(run, state=old), step, effects, prior)
     if done is not None:
         await asyncio.sleep(0.3)
         await pool.execute("UPDATE runs SET state = $2 WHERE id = $1 AND fencing_token = $3",

@@ -41,12 +41,12 @@ import os, signal
 from dataclasses import replace
 import agentflow.store.runs as runs
 _real = runs.checkpoint
-async def _two_statements(sender, ws, run_id, token, owner, run, step, effects=runs.Effects()):
+async def _two_statements(sender, ws, run_id, token, owner, run, step, effects=runs.Effects(), prior=()):
     if not effects.children:
-        return await _real(sender, ws, run_id, token, owner, run, step, effects)
+        return await _real(sender, ws, run_id, token, owner, run, step, effects, prior)
     pool = getattr(sender, "pool", sender)  # the worker's CommitGroup, or a pool
     old = await pool.fetchval("SELECT state FROM runs WHERE id = $1", run_id)
-    done = await _real(sender, ws, run_id, token, owner, replace(run, state=old), step, effects)
+    done = await _real(sender, ws, run_id, token, owner, replace(run, state=old), step, effects, prior)
     if done is not None:
         try:
             os.close(os.open({marker!r}, os.O_CREAT | os.O_EXCL | os.O_WRONLY))

@@ -200,6 +200,7 @@ async def test_node_kinds_are_listed_with_schemas_a_builder_can_use(engine: Engi
     assert kinds["finish"]["ports"] == [] and kinds["tool"]["ports"] == ["result", "error"]
     assert kinds["shout"]["output_schemas"]["result"]["properties"] == {"loud": {"type": "string"}}
     assert kinds["wait"]["joins"] is False
+    assert kinds["wait"]["pure"] is False and kinds["mapping"]["pure"] is True
     # The config schemas accept real nodes and refuse broken ones, as publishing does.
     good = {
         "tool": {

@@ -186,3 +186,40 @@ async def test_a_pure_step_rides_in_a_checkpoint_that_writes_more(
     if kind == "loop":
         children = await engine.db.pool.fetchval("SELECT count(*) FROM runs WHERE parent_run_id = $1", run.id)
         assert children == 3
+
+
+async def test_a_join_with_nothing_else_running_rides_in_the_next_checkpoint_of_a_graph_that_fans_out(
+    engine: Engine, worker: Worker
+) -> None:
+    """Branches run at once (the branch driver): the merge, ending when both branches have,
+    is written with the step after it; the branches themselves each commit alone."""
+    add = {"type": "tool", "tool": "add"}
+    await engine.publish_workflow(
+        {
+            "name": "pure_diamond",
+            "kind": "structured",
+            "nodes": [
+                {"id": "start", **add, "args": {"a": 1, "b": 1}},
+                {"id": "left", **add, "args": {"a": "{{ input }}", "b": 10}},
+                {"id": "right", **add, "args": {"a": "{{ input }}", "b": 100}},
+                {"id": "join", "type": "merge"},
+                {"id": "after", **add, "args": {"a": "{{ input.left }}", "b": "{{ input.right }}"}},
+                {"id": "done", "type": "finish", "output": "{{ input }}"},
+            ],
+            "edges": [
+                {"from": "start", "to": "left"}, {"from": "start", "to": "right"},
+                {"from": "left", "to": "join"}, {"from": "right", "to": "join"},
+                {"from": "join", "to": "after"}, {"from": "after", "to": "done"},
+            ],
+        }
+    )  # fmt: skip
+    run = await engine.start_run("pure_diamond")
+    done = await engine.wait_for_run(run.id, timeout=15)
+    assert done.status == "completed", done.error
+    assert done.output == 114
+    rows = await step_rows(engine, run.id)
+    tx = {r["node_id"]: r["tx"] for r in rows}
+    assert tx["join"] == tx["after"]
+    assert len({tx["start"], tx["left"], tx["right"], tx["after"]}) == 4
+    listed = [s.node_id for s in await engine.list_steps(run.id)]
+    assert listed.index("join") == listed.index("after") - 1, listed

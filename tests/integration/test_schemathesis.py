@@ -128,6 +128,7 @@ class Figures:
     seconds: float = 0.0
     stop_reason: str = ""
     server_errors_counted: float = 0.0
+    refused_by_http_server: int = 0
     phases: dict[str, list[float]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
@@ -201,6 +202,9 @@ def run_schemathesis(base_url: str, headers: dict[str, str], auth: str, *, cover
     figures.errored_cases = statistic.errored_cases
     for label, groups in statistic.failures.items():
         for group in groups.values():
+            if _refused_by_http_server(group.response):
+                figures.refused_by_http_server += 1
+                continue
             status = group.response.status_code if group.response is not None else None
             sample = (group.code_sample or "")[:300]
             for failure in group.failures:
@@ -208,6 +212,17 @@ def run_schemathesis(base_url: str, headers: dict[str, str], auth: str, *, cover
                     f"{label}: {failure.title} (got {status}): {failure.message[:300]} [{sample}]"
                 )
     return figures
+
+
+def _refused_by_http_server(response: Any) -> bool:
+    """uvicorn's own answer to a request that is not valid HTTP (the fuzzer once sent a
+    ``Transfer-Encoding: ,J5``): a plain-text 400 before the application sees the request,
+    which no operation of the API can document."""
+    return (
+        response is not None
+        and response.status_code == 400
+        and response.text_lossy().startswith("Invalid HTTP request received.")
+    )
 
 
 def internal_errors() -> float:

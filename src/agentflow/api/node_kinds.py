@@ -28,6 +28,11 @@ class NodeKind(BaseModel):
         description="True: one execution waits for every live incoming edge and sees `input` by "
         "predecessor id. False: the node runs once for each incoming edge that fires."
     )
+    pure: bool = Field(
+        default=False,
+        description="True: the node only computes its output from what it reads; its step is "
+        "written in the same commit as the next step's (it costs no commit of its own).",
+    )
     config_schema: dict[str, Any] = Field(description="JSON Schema of the node's config, with defaults.")
     input_schema: dict[str, Any] = Field(description="JSON Schema of the `input` it can use ({}: any).")
     output_schemas: dict[str, dict[str, Any]] = Field(

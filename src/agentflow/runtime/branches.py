@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -29,9 +29,10 @@ from agentflow.core.graph.frontier import Activation
 from agentflow.core.records import RunRecord
 from agentflow.nodes.base import NodeEnv
 from agentflow.runtime import step
-from agentflow.store.checkpoints import Checkpointed
+from agentflow.runtime.pure_steps import PureSteps
+from agentflow.store.checkpoints import Checkpointed, PriorStep
 
-Checkpoint = Callable[[step.StepOutcome], Awaitable[Checkpointed | None]]
+Checkpoint = Callable[[step.StepOutcome, Sequence[PriorStep]], Awaitable[Checkpointed | None]]
 LoadLoops = Callable[[step.Cursor], Awaitable[step.Cursor]]
 Refresh = Callable[[step.Cursor, Checkpointed], Awaitable[step.Cursor]]
 
@@ -44,8 +45,8 @@ class BranchDriver:
         run: the claimed run.
         env: tools and threads for the nodes.
         token: the run's fencing token.
-        checkpoint: writes an outcome; None when the run has no more work here (it ended,
-            waits, was canceled, or the lease was lost).
+        checkpoint: writes an outcome (with pure steps that ran before it); None when the run
+            has no more work here (it ended, waits, was canceled, or the lease was lost).
         load_loops: the cursor with the items of the run's running loops counted.
         refresh: the cursor after a checkpoint that reports new inbox deliveries.
         stopping: set when the worker stops: no new activation starts; the run is handed
@@ -78,6 +79,7 @@ class BranchDriver:
         still ours and idle because the worker stops (the caller releases it)."""
         counter = cursor.step_seq  # the next number no activation has taken
         seen_at = time.monotonic()  # when cursor.now was the database's time
+        pure = PureSteps()
         try:
             while True:
                 now = _estimate(cursor.now, seen_at)
@@ -105,9 +107,17 @@ class BranchDriver:
                         taken=counter - cursor.step_seq,
                         concurrent=True,
                     )
-                done = await self._checkpoint(outcome)
+                # A pure step that ended with nothing else running rides in the next checkpoint:
+                # the activations it readies take their numbers by place, as a worker that
+                # runs it again from the stored state gives them.
+                if not self._running and pure.keep(self.config, outcome, cursor):
+                    cursor = cursor.after(outcome)
+                    counter = cursor.step_seq
+                    continue
+                done = await self._checkpoint(pure.fence(outcome), pure.kept)
                 if done is None:
                     return False
+                pure.written()
                 cursor = await self._refresh(cursor.after(outcome, done), done)
                 counter, seen_at = cursor.step_seq, time.monotonic()
         finally:

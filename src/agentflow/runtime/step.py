@@ -130,43 +130,6 @@ class Cursor:
         return Cursor(state, seq, 0, self.outputs, inbox, now, spend=spend, agent=agent, children_seen=seen)
 
 
-MAX_DEFERRED = 16
-"""Pure steps a run may have run since its last checkpoint (each one's row rides in the next)."""
-
-
-def deferrable(config: StructuredConfig, outcome: StepOutcome, cursor: Cursor, deferred: int) -> bool:
-    """Whether ``outcome`` may be written with the next step's checkpoint instead of its own:
-    the first attempt of a pure node's step (``NodeSpec.pure``) that completed and moves the
-    run on with nothing else to write, in a state without timers or loops (those need the
-    database's clock or counts at their checkpoint). Run again after a crash, such a step
-    gives what its lost checkpoint would have held, so it costs no commit of its own."""
-    node_id, run = outcome.step.node_id, outcome.run
-    return (
-        node_id is not None
-        and config.node(node_id).pure
-        and deferred < MAX_DEFERRED
-        and cursor.attempt == 0
-        and outcome.step.status == "completed"
-        and run.advance
-        and run.status == RunStatus.IN_PROGRESS.value
-        and outcome.effects == NO_EFFECTS
-        and not run.consumed
-        and run.wake_after is None
-        and run.wake_at is None
-        and "timers" not in run.state
-        and "loops" not in run.state
-    )
-
-
-def fenced_on(outcome: StepOutcome, counter: int) -> StepOutcome:
-    """``outcome``'s checkpoint fenced on ``counter`` (the step counter the run's row holds,
-    that of the first step written with it), moving the counter where ``outcome`` would."""
-    run = outcome.run
-    own = outcome.step.seq if run.counter is None else run.counter
-    moved = own + int(run.advance) if run.next_counter is None else run.next_counter
-    return replace(outcome, run=replace(run, counter=counter, next_counter=moved))
-
-
 def _known_after(outcome: StepOutcome, done: Checkpointed | None) -> AgentKnowledge | None:
     """What an agent step knew of its run, with the step itself and the tasks it created."""
     known = outcome.knowledge

@@ -38,6 +38,7 @@ from agentflow.runtime.failpoints import failpoint
 from agentflow.runtime.gatekeeper import EventGate
 from agentflow.runtime.leases import Held, Promises, keep_leases, release_after_outage, release_quietly
 from agentflow.runtime.lifecycle_listeners import LifecycleListeners
+from agentflow.runtime.pure_steps import PureSteps
 from agentflow.settings import Settings
 from agentflow.store import inbox, reads, runs
 from agentflow.store.checkpoints import PriorStep
@@ -299,8 +300,7 @@ class Worker:
                 if await self._drive_branches(config, run, held, cursor):
                     await release_quietly(self.db.pool, run, token, self.name)
                 return
-            deferred: list[PriorStep] = []  # pure steps run since the last checkpoint
-            held_counter = cursor.step_seq
+            pure = PureSteps()
             while True:
                 if not agent and "loops" in cursor.state and not cursor.state.get("ready"):
                     # A loop wake: count its items (not before the steps of other branches).
@@ -318,20 +318,14 @@ class Worker:
                 finally:
                     held.steps.discard(running)
                 failpoint("after_step")
-                if isinstance(config, StructuredConfig) and step.deferrable(
-                    config, outcome, cursor, len(deferred)
-                ):
-                    if not deferred:
-                        held_counter = cursor.step_seq if outcome.run.counter is None else outcome.run.counter
-                    deferred.append(PriorStep(outcome.step, outcome.run.state, time.monotonic()))
-                    cursor = cursor.after(outcome)
+                if isinstance(config, StructuredConfig) and pure.keep(config, outcome, cursor):
+                    cursor = cursor.after(outcome)  # its row rides in the next checkpoint
                     continue
-                if deferred:
-                    outcome = step.fenced_on(outcome, held_counter)
-                done = await self._checkpoint(run, token, outcome, config, deferred)
+                outcome = pure.fence(outcome)
+                done = await self._checkpoint(run, token, outcome, config, pure.kept)
                 if done is None:
                     return
-                deferred = []
+                pure.written()
                 cursor = await cursor_reads.refresh(self.db.pool, run, cursor.after(outcome, done), done)
                 if self._stopping.is_set():
                     await release_quietly(self.db.pool, run, token, self.name)
@@ -356,9 +350,11 @@ class Worker:
     ) -> bool:
         """Run a graph that fans out several nodes at a time (see ``runtime.branches``)."""
 
-        async def checkpoint(outcome: step.StepOutcome) -> runs.Checkpointed | None:
+        async def checkpoint(
+            outcome: step.StepOutcome, prior: Sequence[PriorStep]
+        ) -> runs.Checkpointed | None:
             failpoint("after_step")
-            return await self._checkpoint(run, held.token, outcome, config)
+            return await self._checkpoint(run, held.token, outcome, config, prior)
 
         driver = BranchDriver(
             config,

@@ -13,9 +13,9 @@ from agentflow.core.node_specs import ERROR_OUTPUT, ERROR_PORT, NodeSpec
 
 
 def describe_kind(spec: type[NodeSpec]) -> dict[str, Any]:
-    """One kind: its name, description, ports, whether it joins, whether it can be attached
-    to an agent (or works only so), and JSON Schemas of its config, its input and its output
-    on each port."""
+    """One kind: its name, description, ports, whether it joins, whether it is pure (its step
+    shares the next one's commit), whether it can be attached to an agent (or works only so),
+    and JSON Schemas of its config, its input and its output on each port."""
     kind = spec.model_fields["type"].default
     doc = inspect.cleandoc(spec.__doc__ or "")
     ports = list(spec.port_names)
@@ -26,6 +26,7 @@ def describe_kind(spec: type[NodeSpec]) -> dict[str, Any]:
         "ports": ports,
         "config_ports": spec.config_ports,
         "joins": spec.joins,
+        "pure": spec.pure,
         "attachable": spec.attachable,
         "attached_only": spec.attached_only,
         "config_schema": spec.model_json_schema(mode="validation"),
