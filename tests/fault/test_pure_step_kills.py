@@ -24,6 +24,7 @@ from agentflow.bench.tools import NOOP
 from agentflow.engine import Engine
 from agentflow.store import runs
 from tests.conftest import make_settings
+from tests.support.agents import running_worker
 
 pytestmark = pytest.mark.fault
 
@@ -83,13 +84,8 @@ async def strand(engine: Engine, database_url: str) -> UUID:
 
 async def rescue(engine: Engine, run_id: UUID) -> tuple[Any, dict[str, int]]:
     """Let a worker of this process finish the run; its status and completed rows by node."""
-    worker = engine.worker(concurrency=1, dispatch=False)
-    task = asyncio.create_task(worker.run())
-    try:
+    async with running_worker(engine, dispatch=False):
         done = await engine.wait_for_run(run_id, timeout=60)
-    finally:
-        worker.stop()
-        await asyncio.wait_for(task, 15)
     rows = await engine.db.pool.fetch(
         "SELECT node_id, count(*) AS n FROM run_steps WHERE run_id = $1 AND status = 'completed' GROUP BY node_id",
         run_id,

@@ -281,6 +281,7 @@ async def checkpoint(
     ]  # fmt: skip
     expected = step.seq if run.counter is None else run.counter
     args += [expected, expected + int(run.advance) if run.next_counter is None else run.next_counter]
+    built = time.monotonic()  # the kept steps' ends are told as seconds before this
     values: dict[str, Any] = {
         "consume": list(run.consumed) or None,
         "tasks": effects.tasks or None,
@@ -292,7 +293,7 @@ async def checkpoint(
         "events": effects.events or None,
         "memory": effects.memory or None,
         "memory_summary": effects.memory_summary,
-        "prior": [p.to_json(time.monotonic()) for p in prior] or None,
+        "prior": [p.to_json(built) for p in prior] or None,
     }
     parts = frozenset(name for name, value in values.items() if value is not None)
     args += [values[name] for name, _, _ in _PARTS if name in parts]
