@@ -13,37 +13,14 @@ from agentflow.store.agent_reads import TASK_JSON
 
 CHECKPOINT = """
 WITH r AS (
-    UPDATE runs SET
-        status = $5,
-        status_reason = $6,
+    UPDATE runs SET$RUN_MOVE
         state = $STATE,
         output = $8,
         error = $9,
         step_seq = $25::int,
         attempt = CASE WHEN $10::int = 1 THEN 0 ELSE attempt + 1 END,
         rescues = CASE WHEN $10::int = 1 THEN 0 ELSE rescues END,
-        unstarted_rescues = CASE WHEN $10::int = 1 THEN 0 ELSE unstarted_rescues END,
-        -- Going on here: the next step begins at once, under this same lease.
-        began_token = CASE WHEN $5 = 'in_progress' THEN $3 ELSE began_token END,
-        -- Going on (in_progress): the lease and due_at stay as they are (heartbeats extend
-        -- them), so the update changes no indexed column and can be HOT.
-        due_at = CASE $5
-            WHEN 'in_progress' THEN due_at
-            -- A wait for an event ('awaiting_event', core.inbox.AWAITING_EVENT) is due at once
-            -- when a delivery arrived that the step did not see ($23: the count it saw). The
-            -- count is read from this row, which a delivery updates, so a delivery that holds
-            -- the row now is waited for and counted: no wake-up is lost.
-            WHEN 'waiting' THEN CASE$CHILD_ENDS WHEN $6::text = 'awaiting_event' AND inbox_seq > $23::bigint
-                                     THEN now()
-                                     -- The sooner of a wait from now ($11) and a time ($12).
-                                     WHEN $12::timestamptz IS NULL
-                                     THEN now() + make_interval(secs => coalesce($11::float8, 0))
-                                     WHEN $11::float8 IS NULL THEN greatest(now(), $12::timestamptz)
-                                     ELSE greatest(now(), least(now() + make_interval(secs => $11::float8),
-                                                                $12::timestamptz)) END END,
-        lease_owner = CASE WHEN $5 = 'in_progress' THEN lease_owner END,
-        lease_expires_at = CASE WHEN $5 = 'in_progress' THEN lease_expires_at END,
-        completed_at = CASE WHEN $5 IN ('completed', 'failed') THEN now() END,$USAGE
+        unstarted_rescues = CASE WHEN $10::int = 1 THEN 0 ELSE unstarted_rescues END,$USAGE
         updated_at = now()
     WHERE workspace_id = $1 AND id = $2 AND fencing_token = $3 AND lease_owner = $4
       AND status = 'in_progress' AND step_seq = $24::int
@@ -64,6 +41,39 @@ WITH r AS (
     FROM r$AFTER_PRIOR
 )
 """
+# How the run moves ($RUN_MOVE): to any status. The lease, due_at and completed_at follow it.
+RUN_MOVE = """
+        status = $5,
+        status_reason = $6,
+        -- Going on here: the next step begins at once, under this same lease.
+        began_token = CASE WHEN $5 = 'in_progress' THEN $3 ELSE began_token END,
+        -- Going on (in_progress): the lease and due_at stay as they are (heartbeats extend
+        -- them), so the update changes no indexed column and can be HOT.
+        due_at = CASE $5
+            WHEN 'in_progress' THEN due_at
+            -- A wait for an event ('awaiting_event', core.inbox.AWAITING_EVENT) is due at once
+            -- when a delivery arrived that the step did not see ($23: the count it saw). The
+            -- count is read from this row, which a delivery updates, so a delivery that holds
+            -- the row now is waited for and counted: no wake-up is lost.
+            WHEN 'waiting' THEN CASE$CHILD_ENDS WHEN $6::text = 'awaiting_event' AND inbox_seq > $23::bigint
+                                     THEN now()
+                                     -- The sooner of a wait from now ($11) and a time ($12).
+                                     WHEN $12::timestamptz IS NULL
+                                     THEN now() + make_interval(secs => coalesce($11::float8, 0))
+                                     WHEN $11::float8 IS NULL THEN greatest(now(), $12::timestamptz)
+                                     ELSE greatest(now(), least(now() + make_interval(secs => $11::float8),
+                                                                $12::timestamptz)) END END,
+        lease_owner = CASE WHEN $5 = 'in_progress' THEN lease_owner END,
+        lease_expires_at = CASE WHEN $5 = 'in_progress' THEN lease_expires_at END,
+        completed_at = CASE WHEN $5 IN ('completed', 'failed') THEN now() END,"""
+# The run goes on here ($RUN_MOVE when the step leaves it in progress): what RUN_MOVE does
+# for 'in_progress', without naming the columns it leaves alone. Not naming status spares
+# the row its AFTER UPDATE OF status trigger (about 0.02 ms of a 0.15 ms statement), and
+# the statement then takes no $5, $11, $12 or $23 (checkpoints.GOING_ON_UNUSED).
+GOING_ON = """
+        status_reason = $6,
+        began_token = $3,
+        completed_at = NULL,"""
 # The run's new state ($STATE) when it has timers: a graph run's new timers count from this
 # commit, in the database's time. Without timers the state is the parameter as it is, and
 # the statement skips this expression and returning the state (about 0.1x the floor).

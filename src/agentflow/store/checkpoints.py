@@ -11,6 +11,7 @@ statement only when the step has one, so the common step pays for none of them.
 from __future__ import annotations
 
 import functools
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import field
@@ -184,6 +185,11 @@ _RETURNED = (
 """What the checkpoint answers (not the state it wrote back: the worker has it)."""
 
 
+GOING_ON_UNUSED = (5, 11, 12, 23)
+"""The fixed parameters a going-on checkpoint leaves out (the run's new status, its wait and
+the deliveries its step saw: only a run that stops here needs them)."""
+
+
 @functools.cache
 def _statement(
     parts: frozenset[str] = frozenset(),
@@ -191,13 +197,16 @@ def _statement(
     return_tasks: bool = False,
     timers: bool = True,
     children: bool = False,
+    going_on: bool = False,
 ) -> str:
     """The checkpoint with only the ``parts`` this step needs (the common step needs none),
     with ``usage``, a model call's tokens and cost, with ``return_tasks`` (and tasks to
     create), the created tasks among what it answers, with ``timers`` (the run's new state
-    has some), their times stamped by the database, and with ``children`` a wait that is due
-    at once when a child run ended since the count its step saw (its last parameter)."""
-    sql, number = sql_parts.CHECKPOINT, _FIXED_PARAMETERS + 1
+    has some), their times stamped by the database, with ``children`` a wait that is due
+    at once when a child run ended since the count its step saw (its last parameter), and
+    ``going_on`` for a run that stays in progress (without ``GOING_ON_UNUSED``)."""
+    move = sql_parts.GOING_ON if going_on else sql_parts.RUN_MOVE
+    sql, number = sql_parts.CHECKPOINT.replace("$RUN_MOVE", move), _FIXED_PARAMETERS + 1
     if timers:
         sql = sql.replace("$STATE", sql_parts.TIMED_STATE).replace(
             "$RETURNED_STATE", sql_parts.TIMED_RETURNED
@@ -249,7 +258,22 @@ def _statement(
         sql = sql.replace("WITH r AS (", "WITH RECURSIVE r AS (", 1)
     if "tasks" in parts and return_tasks:
         columns += sql_parts.CREATED_TASKS
-    return f"{sql.rstrip()}{added}\nSELECT {columns}\nFROM {source}"
+    statement = f"{sql.rstrip()}{added}\nSELECT {columns}\nFROM {source}"
+    return _renumbered(statement, GOING_ON_UNUSED) if going_on else statement
+
+
+def _renumbered(sql: str, dropped: Sequence[int]) -> str:
+    """``sql`` without the parameters ``dropped`` (which it must no longer use), the others
+    numbered down to close the gaps."""
+    numbers = {n: n - sum(d < n for d in dropped) for n in range(1, 100) if n not in dropped}
+
+    def renumber(match: re.Match[str]) -> str:
+        number = int(match.group(1))
+        if number in dropped:
+            raise ValueError(f"the statement still uses ${number}")
+        return f"${numbers[number]}"
+
+    return re.sub(r"\$(\d+)\b", renumber, sql)
 
 
 async def checkpoint(
@@ -305,7 +329,12 @@ async def checkpoint(
     seen = run.children_seen if run.status == "waiting" else None
     if seen is not None:
         args.append(seen)
-    statement = _statement(parts, usage is not None, returns_tasks, "timers" in run.state, seen is not None)
+    going_on = run.status == "in_progress"
+    statement = _statement(
+        parts, usage is not None, returns_tasks, "timers" in run.state, seen is not None, going_on
+    )
+    if going_on:
+        args = [arg for number, arg in enumerate(args, 1) if number not in GOING_ON_UNUSED]
     row = await pool.fetchrow(statement, *args)
     if row is None:
         return None
