@@ -213,13 +213,18 @@ async def test_a_workflow_is_deleted_with_its_runs_only_once_none_is_active(engi
     assert refused.value.code == "workflow_has_active_runs"
     assert refused.value.info.details == {"active_runs": 1}
     await engine.cancel_run(active.id)
+    async with running_worker(engine):
+        ended = await engine.wait_for_run((await engine.start_run("child", {})).id, timeout=30)
+    assert ended.status == "completed", ended.error
+    assert await engine.db.pool.fetchval("SELECT count(*) FROM run_steps WHERE run_id = $1", ended.id) > 0
     await engine.db.pool.execute(
         "INSERT INTO run_deltas (workspace_id, run_id, step_seq, attempt, kind, data)"
         " SELECT workspace_id, id, 0, 1, 'text', 'streamed' FROM runs WHERE id = $1",
         active.id,
     )
     await engine.delete_workflow("child")
-    for table in ("workflows", "workflow_versions", "runs", "run_deltas"):
+    # Steps and streamed text have no foreign key to their run: deleted with it all the same.
+    for table in ("workflows", "workflow_versions", "runs", "run_steps", "run_deltas"):
         assert await engine.db.pool.fetchval(f"SELECT count(*) FROM {table}") == 0, table
 
 

@@ -25,8 +25,8 @@ SELECT id, coalesce(run_retention_days, $1::int) AS days FROM workspaces
 WHERE coalesce(run_retention_days, $1::int) > 0
 """
 # One batch: the oldest finished runs of a workspace past its retention, by when they ended
-# (the runs_finished index), their streamed text, then the runs (the cascade takes steps, inbox
-# and requests).
+# (the runs_finished index), their streamed text and their steps (neither has a foreign key to
+# its run), then the runs (the cascade takes inbox and requests).
 _PRUNE = """
 WITH doomed AS (
     SELECT r.workspace_id, r.id FROM runs r
@@ -41,6 +41,9 @@ WITH doomed AS (
 ), deltas AS (
     DELETE FROM run_deltas d USING doomed
     WHERE d.workspace_id = doomed.workspace_id AND d.run_id = doomed.id
+), steps AS (
+    DELETE FROM run_steps s USING doomed
+    WHERE s.workspace_id = doomed.workspace_id AND s.run_id = doomed.id
 )
 DELETE FROM runs r USING doomed WHERE r.workspace_id = doomed.workspace_id AND r.id = doomed.id
 """

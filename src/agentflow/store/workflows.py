@@ -249,13 +249,15 @@ async def delete(pool: asyncpg.Pool, workspace_id: UUID, workflow_id: UUID) -> b
                 details={"active_runs": int(active)},
                 solution="Cancel its runs or let them end (archive it meanwhile: nothing new starts).",
             )
-        # Streamed text has no foreign key to its run (see run_deltas): it goes first.
-        await conn.execute(
-            "DELETE FROM run_deltas d USING runs r WHERE r.workspace_id = $1 AND r.workflow_id = $2"
-            " AND d.workspace_id = r.workspace_id AND d.run_id = r.id",
-            workspace_id,
-            workflow_id,
-        )
+        # Streamed text and steps have no foreign key to their run (migrations 0020, 0037):
+        # they go first.
+        for table in ("run_deltas", "run_steps"):
+            await conn.execute(
+                f"DELETE FROM {table} d USING runs r WHERE r.workspace_id = $1 AND r.workflow_id = $2"
+                " AND d.workspace_id = r.workspace_id AND d.run_id = r.id",
+                workspace_id,
+                workflow_id,
+            )
         await conn.execute(
             "DELETE FROM workflows WHERE workspace_id = $1 AND id = $2", workspace_id, workflow_id
         )
