@@ -29,6 +29,7 @@ from agentflow.core.graph.frontier import Activation
 from agentflow.core.records import RunRecord
 from agentflow.nodes.base import NodeEnv
 from agentflow.runtime import step
+from agentflow.runtime.failpoints import failpoint
 from agentflow.runtime.pure_steps import PureSteps
 from agentflow.store.checkpoints import Checkpointed, PriorStep
 
@@ -77,6 +78,7 @@ class BranchDriver:
     async def drive(self, cursor: step.Cursor) -> bool:
         """Run activations until the run leaves this worker. Returns True when the run is
         still ours and idle because the worker stops (the caller releases it)."""
+        failpoint("before_step")
         counter = cursor.step_seq  # the next number no activation has taken
         seen_at = time.monotonic()  # when cursor.now was the database's time
         pure = PureSteps()
@@ -114,6 +116,7 @@ class BranchDriver:
                     cursor = cursor.after(outcome)
                     counter = cursor.step_seq
                     continue
+                failpoint("after_step")
                 done = await self._checkpoint(pure.fence(outcome), pure.kept)
                 if done is None:
                     return False

@@ -15,7 +15,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from uuid import UUID
 
@@ -38,7 +38,7 @@ from agentflow.runtime.failpoints import failpoint
 from agentflow.runtime.gatekeeper import EventGate
 from agentflow.runtime.leases import Held, Promises, keep_leases, release_after_outage, release_quietly
 from agentflow.runtime.lifecycle_listeners import LifecycleListeners
-from agentflow.runtime.pure_steps import PureSteps
+from agentflow.runtime.sequence import drive_in_sequence
 from agentflow.settings import Settings
 from agentflow.store import inbox, reads, runs
 from agentflow.store.checkpoints import PriorStep
@@ -296,40 +296,8 @@ class Worker:
             if not begun and not await runs.begin(self._commits, run.workspace_id, run.id, token, self.name):
                 logger.info("run %s: lease lost before its step began", run.id)
                 return
-            if isinstance(config, StructuredConfig) and config.parallel_limit > 1 and config.graph.fans_out:
-                if await self._drive_branches(config, run, held, cursor):
-                    await release_quietly(self.db.pool, run, token, self.name)
-                return
-            pure = PureSteps()
-            while True:
-                if not agent and "loops" in cursor.state and not cursor.state.get("ready"):
-                    # A loop wake: count its items (not before the steps of other branches).
-                    cursor = await cursor_reads.count_loops(self.db.pool, run, cursor)
-                failpoint("before_step")
-                log_context.bind_step(cursor.step_seq)
-                running = asyncio.ensure_future(
-                    agent_step.execute(config, run, cursor, self.agents, token)
-                    if isinstance(config, AgentConfig)
-                    else step.execute(config, run, cursor, self._env, token)
-                )
-                held.steps.add(running)
-                try:
-                    outcome = await running
-                finally:
-                    held.steps.discard(running)
-                failpoint("after_step")
-                if isinstance(config, StructuredConfig) and pure.keep(config, outcome, cursor):
-                    cursor = cursor.after(outcome)  # its row rides in the next checkpoint
-                    continue
-                outcome = pure.fence(outcome)
-                done = await self._checkpoint(run, token, outcome, config, pure.kept)
-                if done is None:
-                    return
-                pure.written()
-                cursor = await cursor_reads.refresh(self.db.pool, run, cursor.after(outcome, done), done)
-                if self._stopping.is_set():
-                    await release_quietly(self.db.pool, run, token, self.name)
-                    return
+            if await self._drive_steps(config, run, held, cursor):
+                await release_quietly(self.db.pool, run, token, self.name)
         except asyncio.CancelledError:
             logger.info("run %s: lease lost during its step; result discarded", run.id)
         except Exception as exc:
@@ -345,30 +313,37 @@ class Worker:
                 # run that fails this way every time (it ends failed with worker_lost).
                 logger.exception("run %s: unexpected worker error; its lease will expire", run.id)
 
-    async def _drive_branches(
-        self, config: StructuredConfig, run: RunRecord, held: Held, cursor: step.Cursor
+    async def _drive_steps(
+        self, config: AgentConfig | StructuredConfig, run: RunRecord, held: Held, cursor: step.Cursor
     ) -> bool:
-        """Run a graph that fans out several nodes at a time (see ``runtime.branches``)."""
+        """Run the held run's steps until it leaves this worker: several nodes at a time when
+        its graph fans out (``runtime.branches``), else one after another (``runtime.sequence``).
+        True when the worker stops with the run still ours and idle (the caller releases it)."""
+        token = held.token
 
         async def checkpoint(
             outcome: step.StepOutcome, prior: Sequence[PriorStep]
         ) -> runs.Checkpointed | None:
-            failpoint("after_step")
-            return await self._checkpoint(run, held.token, outcome, config, prior)
+            return await self._checkpoint(run, token, outcome, config, prior)
 
-        driver = BranchDriver(
-            config,
-            run,
-            self._env,
-            held.token,
-            checkpoint=checkpoint,
-            load_loops=functools.partial(cursor_reads.count_loops, self.db.pool, run),
-            refresh=functools.partial(cursor_reads.refresh, self.db.pool, run),
-            stopping=self._stopping,
-            steps=held.steps,
-        )
-        failpoint("before_step")
-        return await driver.drive(cursor)
+        load_loops = functools.partial(cursor_reads.count_loops, self.db.pool, run)
+        refresh = functools.partial(cursor_reads.refresh, self.db.pool, run)
+        if isinstance(config, StructuredConfig) and config.parallel_limit > 1 and config.graph.fans_out:
+            driver = BranchDriver(
+                config, run, self._env, token, checkpoint=checkpoint, load_loops=load_loops,
+                refresh=refresh, stopping=self._stopping, steps=held.steps,
+            )  # fmt: skip
+            return await driver.drive(cursor)
+
+        def execute(at: step.Cursor) -> Awaitable[step.StepOutcome]:
+            if isinstance(config, AgentConfig):
+                return agent_step.execute(config, run, at, self.agents, token)
+            return step.execute(config, run, at, self._env, token)
+
+        return await drive_in_sequence(
+            config, cursor, execute=execute, checkpoint=checkpoint, load_loops=load_loops, refresh=refresh,
+            stopping=self._stopping, steps=held.steps,
+        )  # fmt: skip
 
     async def _checkpoint(
         self,

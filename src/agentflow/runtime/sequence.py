@@ -1,0 +1,81 @@
+"""Run a held run's steps one after another: an agent run, or a graph run that runs one node
+at a time (its graph does not fan out, or its ``max_parallel`` is 1).
+
+Each step is checkpointed before the next one starts, except the steps of pure nodes, whose
+rows ride in the next checkpoint (``runtime.pure_steps``). ``runtime.branches`` drives a graph
+run with several nodes running at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from agentflow.core.definitions import AgentConfig, StructuredConfig
+from agentflow.runtime import log_context, step
+from agentflow.runtime.failpoints import failpoint
+from agentflow.runtime.pure_steps import PureSteps
+from agentflow.store.checkpoints import Checkpointed, PriorStep
+
+Execute = Callable[[step.Cursor], Awaitable[step.StepOutcome]]
+Checkpoint = Callable[[step.StepOutcome, Sequence[PriorStep]], Awaitable[Checkpointed | None]]
+LoadLoops = Callable[[step.Cursor], Awaitable[step.Cursor]]
+Refresh = Callable[[step.Cursor, Checkpointed], Awaitable[step.Cursor]]
+
+
+async def drive_in_sequence(
+    config: AgentConfig | StructuredConfig,
+    cursor: step.Cursor,
+    *,
+    execute: Execute,
+    checkpoint: Checkpoint,
+    load_loops: LoadLoops,
+    refresh: Refresh,
+    stopping: asyncio.Event,
+    steps: set[asyncio.Future[Any]],
+) -> bool:
+    """Run the run's steps from ``cursor`` until it leaves this worker.
+
+    Args:
+        config: the run's workflow version.
+        cursor: where the run stands.
+        execute: runs the step the cursor points at (a node, or an agent's decision or act).
+        checkpoint: writes an outcome (with pure steps that ran before it); None when the run
+            has no more work here (it ended, waits, was canceled, or the lease was lost).
+        load_loops: the cursor with the items of the run's running loops counted.
+        refresh: the cursor after a checkpoint that reports new inbox deliveries.
+        stopping: set when the worker stops: the run is handed back after its next checkpoint.
+        steps: the worker's set of this run's running steps (canceled when the lease is lost).
+
+    Returns:
+        True when the run is still ours and idle because the worker stops (the caller
+        releases it); False when it left this worker.
+    """
+    structured = isinstance(config, StructuredConfig)
+    pure = PureSteps()
+    while True:
+        if structured and "loops" in cursor.state and not cursor.state.get("ready"):
+            # A loop wake: count its items (not before the steps of other branches).
+            cursor = await load_loops(cursor)
+        failpoint("before_step")
+        log_context.bind_step(cursor.step_seq)
+        # Its own task: a lost lease cancels it through ``steps``.
+        running = asyncio.ensure_future(execute(cursor))
+        steps.add(running)
+        try:
+            outcome = await running
+        finally:
+            steps.discard(running)
+        failpoint("after_step")
+        if isinstance(config, StructuredConfig) and pure.keep(config, outcome, cursor):
+            cursor = cursor.after(outcome)  # its row rides in the next checkpoint
+            continue
+        outcome = pure.fence(outcome)
+        done = await checkpoint(outcome, pure.kept)
+        if done is None:
+            return False
+        pure.written()
+        cursor = await refresh(cursor.after(outcome, done), done)
+        if stopping.is_set():
+            return True
