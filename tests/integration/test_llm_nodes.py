@@ -307,3 +307,32 @@ async def test_offline_the_default_scripted_model_answers_llm_nodes_with_valid_d
         done = await until(engine, run.id, lambda r: r.status.is_terminal)
     assert done.status == "completed", done.error
     assert done.output == "low", "the first value the schema allows"
+
+
+async def test_a_run_that_calls_two_models_keeps_each_ones_spend_apart(engine: Engine) -> None:
+    model = ScriptedProvider.from_replies(["one", "two", "three", "four"])
+    asks = [("a", "writer"), ("b", "editor"), ("c", "writer"), ("d", "writer")]
+    await engine.publish_workflow(
+        flow(
+            "two-models",
+            *(
+                {"id": node, "type": "llm", "model": f"scripted:{name}", "prompt": "Go on."}
+                for node, name in asks
+            ),
+        )
+    )
+    done = await finished(engine, model, "two-models", {})
+    assert done.status == "completed", done.error
+    steps = {s.node_id: s for s in await engine.list_steps(done.id)}
+    run = await engine.get_run(done.id)
+    assert run.costs is not None
+    assert [(c["key_type"], c["calls"]) for c in run.costs] == [
+        ("scripted:editor", 1),
+        ("scripted:writer", 3),
+    ]
+    for cost in run.costs:
+        mine = [steps[node] for node, name in asks if f"scripted:{name}" == cost["key_type"]]
+        assert cost["input_tokens"] == sum(s.input_tokens for s in mine)
+        assert cost["output_tokens"] == sum(s.output_tokens for s in mine)
+        assert Decimal(str(cost["usd_cost"])) == sum((s.usd_cost for s in mine), Decimal(0))
+    assert sum(c["input_tokens"] for c in run.costs) == run.input_tokens

@@ -241,27 +241,42 @@ SPEND_COLUMNS = (
     ", u.usd AS spend_usd, u.tokens AS spend_tokens, b.daily_usd::float8 AS daily_usd, b.daily_tokens"
 )
 SPEND_JOIN = " CROSS JOIN u LEFT JOIN workspace_budgets b ON b.workspace_id = r.workspace_id"
-# The run's totals and its per-model breakdown (seed 002 costs[]), merged by key_type.
+# The run's totals and its per-model breakdown (seed 002 costs[]), merged by key_type, ordered
+# by it. The usual run calls one model: its first call and every call after it are plain
+# expressions; only a run that calls another model regroups the array (a subquery that cost
+# 0.04 ms of a 0.22 ms statement when every call went through it).
 RUN_USAGE = """
         input_tokens = input_tokens + $IN,
         output_tokens = output_tokens + $OUT,
         cached_input_tokens = cached_input_tokens + $CACHED,
         usd_cost = usd_cost + $USD,
-        costs = (
-            SELECT coalesce(jsonb_agg(jsonb_build_object(
-                       'key_type', k, 'input_tokens', i, 'output_tokens', o,
-                       'cached_input_tokens', c, 'usd_cost', round(d, 6), 'calls', n) ORDER BY k), '[]')
-            FROM (
-                SELECT e->>'key_type' AS k, sum((e->>'input_tokens')::bigint) AS i,
-                       sum((e->>'output_tokens')::bigint) AS o,
-                       sum((e->>'cached_input_tokens')::bigint) AS c,
-                       sum((e->>'usd_cost')::numeric) AS d, sum((e->>'calls')::bigint) AS n
-                FROM jsonb_array_elements(costs || jsonb_build_array(jsonb_build_object(
-                    'key_type', $MODEL::text, 'input_tokens', $IN, 'output_tokens', $OUT,
-                    'cached_input_tokens', $CACHED, 'usd_cost', $USD, 'calls', $CALLS))) AS e
-                GROUP BY 1
-            ) AS merged
-        ),"""
+        costs = CASE
+            WHEN costs = '[]' THEN jsonb_build_array(jsonb_build_object(
+                'key_type', $MODEL::text, 'input_tokens', $IN, 'output_tokens', $OUT,
+                'cached_input_tokens', $CACHED, 'usd_cost', round($USD, 6), 'calls', $CALLS))
+            WHEN jsonb_array_length(costs) = 1 AND costs -> 0 ->> 'key_type' = $MODEL::text
+            THEN jsonb_build_array(jsonb_build_object(
+                'key_type', $MODEL::text,
+                'input_tokens', (costs -> 0 -> 'input_tokens')::bigint + $IN,
+                'output_tokens', (costs -> 0 -> 'output_tokens')::bigint + $OUT,
+                'cached_input_tokens', (costs -> 0 -> 'cached_input_tokens')::bigint + $CACHED,
+                'usd_cost', round((costs -> 0 -> 'usd_cost')::numeric + $USD, 6),
+                'calls', (costs -> 0 -> 'calls')::bigint + $CALLS))
+            ELSE (
+                SELECT coalesce(jsonb_agg(jsonb_build_object(
+                           'key_type', k, 'input_tokens', i, 'output_tokens', o,
+                           'cached_input_tokens', c, 'usd_cost', round(d, 6), 'calls', n) ORDER BY k), '[]')
+                FROM (
+                    SELECT e->>'key_type' AS k, sum((e->>'input_tokens')::bigint) AS i,
+                           sum((e->>'output_tokens')::bigint) AS o,
+                           sum((e->>'cached_input_tokens')::bigint) AS c,
+                           sum((e->>'usd_cost')::numeric) AS d, sum((e->>'calls')::bigint) AS n
+                    FROM jsonb_array_elements(costs || jsonb_build_array(jsonb_build_object(
+                        'key_type', $MODEL::text, 'input_tokens', $IN, 'output_tokens', $OUT,
+                        'cached_input_tokens', $CACHED, 'usd_cost', $USD, 'calls', $CALLS))) AS e
+                    GROUP BY 1
+                ) AS merged
+            ) END,"""
 # Messages an agent step adds to its memory ($MEMORY: namespace, key, role, content,
 # retention seconds), in the order given, exactly once with the step.
 MEMORY = """, mm AS (
