@@ -117,7 +117,9 @@ async def test_an_ended_run_is_rerun_from_a_step_of_its_timeline(engine: Engine,
         page = await browser.new_page()
         await page.goto(base + f"/#/runs/{old.workflow_id}/{old.id}")
         buttons = page.locator("#timeline button.rerun")
-        await expect(buttons).to_have_count(1)  # step 0 is the start: nothing to rerun from
+        # Step 0 is the start: nothing to rerun from. The page's first load may take more than
+        # the default 5 s on a loaded machine (CI's three lanes on two cores: it did once).
+        await expect(buttons).to_have_count(1, timeout=30000)
         await buttons.first.click()
         await expect(page.locator("#rerun-of")).to_contain_text(f"run {str(old.id)[:8]} from step 1")
         await shot(page, "12-rerun")

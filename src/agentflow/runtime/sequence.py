@@ -9,19 +9,16 @@ run with several nodes running at once.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agentflow.core.definitions import AgentConfig, StructuredConfig
 from agentflow.runtime import log_context, step
+from agentflow.runtime.branches import Checkpoint, LoadLoops, Refresh
 from agentflow.runtime.failpoints import failpoint
 from agentflow.runtime.pure_steps import PureSteps
-from agentflow.store.checkpoints import Checkpointed, PriorStep
 
 Execute = Callable[[step.Cursor], Awaitable[step.StepOutcome]]
-Checkpoint = Callable[[step.StepOutcome, Sequence[PriorStep]], Awaitable[Checkpointed | None]]
-LoadLoops = Callable[[step.Cursor], Awaitable[step.Cursor]]
-Refresh = Callable[[step.Cursor, Checkpointed], Awaitable[step.Cursor]]
 
 
 async def drive_in_sequence(
