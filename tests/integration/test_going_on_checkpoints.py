@@ -5,6 +5,7 @@ the run elsewhere (waiting, completed, failed) still names them all."""
 
 from __future__ import annotations
 
+import inspect
 import re
 from uuid import UUID
 
@@ -13,7 +14,7 @@ import pytest
 import tests.support.tools  # noqa: F401  (registers the tools)
 from agentflow.engine import Engine
 from agentflow.runtime.worker import Worker
-from agentflow.store import checkpoints
+from agentflow.store import checkpoints, runs
 from tests.integration.test_graph_runs import echo
 
 # A trigger of the test's own that counts, per run, every update naming runs.status.
@@ -93,3 +94,68 @@ def test_renumbering_refuses_a_statement_that_still_uses_a_dropped_parameter() -
     assert checkpoints._renumbered("SELECT $1, $3", (2,)) == "SELECT $1, $2"
     with pytest.raises(ValueError, match=r"still uses \$2"):
         checkpoints._renumbered("SELECT $1, $2", (2,))
+
+
+async def _generic_plan(engine: Engine, statement: str) -> str:
+    """The plan PostgreSQL caches for ``statement`` once it stops planning it per call, with
+    the table's statistics taken while few of its runs are in progress and many then are
+    (as in a busy worker's first minutes: W1 in benchmarks/README.md)."""
+    count = max(int(n) for n in re.findall(r"\$(\d+)", statement))
+    workflow = await engine.publish_workflow(
+        {"name": "planned", "kind": "structured", "nodes": [echo("a", 1)]}
+    )
+    async with engine.db.pool.acquire() as conn:
+        undone = conn.transaction()  # rolled back: the runs, the statistics and the plan go
+        await undone.start()
+        await conn.execute(
+            "INSERT INTO runs (workspace_id, id, workflow_id, workflow_version, status, input, state,"
+            " completed_at) SELECT workspace_id, gen_random_uuid(), workflow_id, version, 'completed', '{}',"
+            " '{}', now() FROM workflow_versions, generate_series(1, 400)"
+            " WHERE workflow_id = $1 AND version = 1",
+            workflow.workflow.id,
+        )
+        await conn.execute("ANALYZE runs")
+        await conn.execute(
+            "UPDATE runs SET status = 'in_progress', due_at = now() + interval '1 hour', completed_at = NULL"
+            " WHERE id IN (SELECT id FROM runs WHERE workflow_id = $1 LIMIT 100)",
+            workflow.workflow.id,
+        )
+        await conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        await conn.execute(f"PREPARE looked_up AS {statement}")
+        try:
+            rows = await conn.fetch(f"EXPLAIN EXECUTE looked_up({', '.join(['NULL'] * count)})")
+        finally:
+            await undone.rollback()
+            await conn.execute("DEALLOCATE looked_up")
+    return "\n".join(row[0] for row in rows)
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        checkpoints._statement(timers=False),
+        checkpoints._statement(timers=False, going_on=True),
+        checkpoints._statement(frozenset({"tasks"}), True, going_on=True),
+        "UPDATE runs SET began_token = $3 WHERE workspace_id = $1 AND id = $2 AND fencing_token = $3"
+        " AND lease_owner = $4 AND (status = 'in_progress') IS TRUE RETURNING id",
+    ],
+    ids=["checkpoint", "going-on", "going-on-with-usage", "begin"],
+)
+async def test_a_held_run_is_found_by_its_key_not_through_the_runs_in_progress(
+    engine: Engine, statement: str
+) -> None:
+    assert "runs_by_status" not in await _generic_plan(engine, statement)
+
+
+async def test_the_plain_status_condition_would_read_the_runs_in_progress(engine: Engine) -> None:
+    # The control: the same lookup with a plain status condition, under the same statistics.
+    plain = (
+        "UPDATE runs SET began_token = $3 WHERE workspace_id = $1 AND id = $2 AND fencing_token = $3"
+        " AND lease_owner = $4 AND status = 'in_progress' RETURNING id"
+    )
+    assert "runs_by_status" in await _generic_plan(engine, plain)
+
+
+def test_begin_and_release_look_the_run_up_by_its_key() -> None:
+    source = inspect.getsource(runs.begin) + inspect.getsource(runs.release)
+    assert source.count("(status = 'in_progress') IS TRUE") == 2

@@ -22,8 +22,10 @@ WITH r AS (
         rescues = CASE WHEN $10::int = 1 THEN 0 ELSE rescues END,
         unstarted_rescues = CASE WHEN $10::int = 1 THEN 0 ELSE unstarted_rescues END,$USAGE
         updated_at = now()
+    -- IS TRUE keeps runs_by_status out of the plan: on a table of a few thousand runs the
+    -- cached plan used it and read every run in progress in the workspace (benchmarks/README).
     WHERE workspace_id = $1 AND id = $2 AND fencing_token = $3 AND lease_owner = $4
-      AND status = 'in_progress' AND step_seq = $24::int
+      AND (status = 'in_progress') IS TRUE AND step_seq = $24::int
     RETURNING workspace_id, id, status, due_at, cancel_requested, inbox_seq,
               extract(epoch FROM due_at - now())::float8 AS due_in, now() AS db_now$RETURNED_STATE
 )$PRIOR_STEPS, s AS (

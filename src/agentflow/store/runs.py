@@ -34,9 +34,10 @@ async def begin(pool: RowFetcher, workspace_id: UUID, run_id: UUID, token: int, 
     Returns:
         False when the lease was lost (the run must not be executed).
     """
+    # IS TRUE: found by its key, not through runs_by_status (see checkpoint_sql.CHECKPOINT).
     row = await pool.fetchrow(
         "UPDATE runs SET began_token = $3 WHERE workspace_id = $1 AND id = $2"
-        " AND fencing_token = $3 AND lease_owner = $4 AND status = 'in_progress' RETURNING id",
+        " AND fencing_token = $3 AND lease_owner = $4 AND (status = 'in_progress') IS TRUE RETURNING id",
         workspace_id, run_id, token, owner,
     )  # fmt: skip
     return row is not None
@@ -80,10 +81,11 @@ async def heartbeat(
 
 async def release(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID, token: int, owner: str) -> bool:
     """Give a held run back, due now, for another worker (graceful shutdown)."""
+    # IS TRUE: found by its key, not through runs_by_status (see checkpoint_sql.CHECKPOINT).
     row = await pool.fetchrow(
         "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL, due_at = now(),"
         " updated_at = now() WHERE workspace_id = $1 AND id = $2 AND fencing_token = $3"
-        " AND lease_owner = $4 AND status = 'in_progress'"
+        " AND lease_owner = $4 AND (status = 'in_progress') IS TRUE"
         f" RETURNING pg_notify('{WAKE_CHANNEL}', '')",
         workspace_id, run_id, token, owner,
     )  # fmt: skip
