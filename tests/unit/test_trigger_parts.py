@@ -7,6 +7,8 @@ import re
 from datetime import timedelta
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from agentflow.core.access_keys import (
@@ -19,7 +21,7 @@ from agentflow.core.access_keys import (
 )
 from agentflow.core.errors import ConfigError
 from agentflow.core.sealing import SealBroken, new_sealing_key, parse_sealing_key, seal, unseal
-from agentflow.core.sources import source_of, source_topics, topic_matches
+from agentflow.core.sources import TopicPatterns, source_of, source_topics, topic_matches
 from agentflow.core.triggers import Debounce, Gate, Trigger, debounce_key
 
 
@@ -67,6 +69,33 @@ def test_sources_are_topic_prefixes() -> None:
     assert topic_matches(source_topics(["email"]), "email.received")
     assert not topic_matches(source_topics(["email"]), "emails.received")
     assert not topic_matches(source_topics(["email"]), "email"), "a bare source name is not one of its events"
+
+
+_PATTERN_PARTS = st.sampled_from(["email", "run", ".", "*", "?", "[ab]", "[!a]", "completed", "_", "a"])
+_TOPIC_PARTS = st.sampled_from(["email", "run", ".", "completed", "started", "a", "b", "_", "[", "x"])
+
+
+@given(
+    st.lists(st.lists(_PATTERN_PARTS, min_size=1, max_size=4).map("".join), max_size=6),
+    st.lists(st.lists(_TOPIC_PARTS, min_size=1, max_size=5).map("".join), min_size=1, max_size=6),
+)
+def test_compiled_topic_patterns_answer_as_each_pattern_tried(patterns: list[str], topics: list[str]) -> None:
+    compiled = TopicPatterns(patterns)
+    for topic in topics * 2:  # the second time from what it remembered
+        assert compiled.matches(topic) == topic_matches(patterns, topic), (patterns, topic)
+
+
+def test_compiled_topic_patterns_remember_a_bounded_number_of_topics() -> None:
+    compiled = TopicPatterns(["run.*", "email.received"])
+    assert compiled.patterns == ("run.*", "email.received")
+    assert compiled.matches("run.completed") and compiled.matches("email.received")
+    assert not compiled.matches("email.sent") and not compiled.matches("runs.completed")
+    assert not TopicPatterns([]).matches("run.completed"), "no pattern hears nothing"
+    for index in range(TopicPatterns.REMEMBERED + 10):
+        assert compiled.matches(f"run.{index}")
+        assert not compiled.matches(f"other.{index}")
+    assert len(compiled._answers) == TopicPatterns.REMEMBERED
+    assert compiled.matches("run.after_the_bound") and not compiled.matches("other.after_the_bound")
 
 
 def test_access_keys_round_trip_and_compare_in_constant_time() -> None:

@@ -12,6 +12,7 @@ hours" is one indexed query whatever the sources. The seeds name ``email``, ``ti
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Iterable
 
 SOURCE_PATTERN = r"^[a-z][a-z0-9_]{0,49}$"
@@ -30,3 +31,30 @@ def source_topics(source_types: Iterable[str]) -> list[str]:
 def topic_matches(patterns: Iterable[str], topic: str) -> bool:
     """Whether ``topic`` matches one of the glob ``patterns``."""
     return any(fnmatch.fnmatchcase(topic, pattern) for pattern in patterns)
+
+
+class TopicPatterns:
+    """Glob topic patterns compiled once into one regular expression, with the answer for each
+    topic asked remembered (up to ``REMEMBERED`` topics).
+
+    What a worker asks at every checkpoint (does any workflow listen to ``run.completed``?)
+    and a dispatcher for every batch: with a hundred listening workflows, ``topic_matches``
+    tried every pattern each time (measured: 40 % of a worker's CPU in E3's runs).
+    """
+
+    REMEMBERED = 1024
+
+    def __init__(self, patterns: Iterable[str]) -> None:
+        self.patterns = tuple(dict.fromkeys(patterns))
+        joined = "|".join(fnmatch.translate(pattern) for pattern in self.patterns)
+        self._regex = re.compile(joined) if joined else None
+        self._answers: dict[str, bool] = {}
+
+    def matches(self, topic: str) -> bool:
+        """Whether ``topic`` matches one of the patterns (as ``topic_matches``)."""
+        answer = self._answers.get(topic)
+        if answer is None:
+            answer = self._regex is not None and self._regex.match(topic) is not None
+            if len(self._answers) < self.REMEMBERED:
+                self._answers[topic] = answer
+        return answer

@@ -133,6 +133,10 @@ class Trigger(BaseModel):
         """The conditions compiled (``condition_predicates``); None when there are none."""
         return self._predicate
 
+    def condition(self) -> conditions.Condition | None:
+        """The conditions parsed; None when there are none."""
+        return self._condition
+
     @field_validator("topics")
     @classmethod
     def _topics(cls, value: list[str]) -> list[str]:

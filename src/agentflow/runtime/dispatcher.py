@@ -15,11 +15,12 @@ from datetime import UTC, datetime
 from typing import NamedTuple
 from uuid import UUID
 
+from agentflow.core.condition_index import ConditionIndex
 from agentflow.core.condition_predicates import Predicate
 from agentflow.core.events import Event
 from agentflow.core.lifecycle import RUN_CANCELED
 from agentflow.core.records import VersionRecord
-from agentflow.core.sources import topic_matches
+from agentflow.core.sources import TopicPatterns
 from agentflow.core.triggers import event_document
 from agentflow.runtime import companion_spans
 from agentflow.runtime.admission import (
@@ -61,8 +62,10 @@ class Dispatcher:
         self._configs = ConfigCache(db.pool)
         # The listening versions of the last batch: their configs are not read again.
         self._versions: dict[tuple[UUID, UUID, int], VersionRecord] = {}
-        # The topic patterns each workspace's listening workflows hear, as of the last batch.
-        self._patterns: dict[UUID, list[str]] = {}
+        # Each listening version's topic patterns, compiled once (a version never changes),
+        # and by workspace as of the last batch, for the lifecycle topics it hears.
+        self._matchers: dict[tuple[UUID, UUID, int], TopicPatterns] = {}
+        self._hearers: dict[UUID, list[TopicPatterns]] = {}
         # After a batch failed, the next one is decided pair by pair in savepoints, so one
         # poison (event, workflow) pair is recorded as an error instead of blocking the log.
         self._careful = False
@@ -105,7 +108,7 @@ class Dispatcher:
         careful, self._careful = self._careful, True
         await self._answer_waits(conn, batch, careful)
         by_topic = await self._listeners(conn, batch)
-        if not any(by_topic.values()):
+        if not any(audience.listeners for audience in by_topic.values()):
             self._careful = False
             return []
         done = await decisions.decided(conn, [(e.workspace_id, e.topic, e.message_id) for e in batch])
@@ -121,13 +124,15 @@ class Dispatcher:
         )
         self._starts = deferred
         for event in batch:
-            listeners = by_topic[(event.workspace_id, event.topic)]
+            listeners, conditions = by_topic[(event.workspace_id, event.topic)]
             document = event_document(event) if listeners else None
-            for version, config, predicate in listeners:
+            # Only the conditions that can hold are tested; the others fail (ConditionIndex).
+            possible = conditions.candidates(document) if listeners else set()
+            for position, (version, config, predicate) in enumerate(listeners):
                 if done and (event.workspace_id, version.workflow_id, event.topic, event.message_id) in done:
                     continue
                 try:
-                    matched = predicate is None or predicate(document, now)
+                    matched = position in possible and (predicate is None or predicate(document, now))
                 except Exception as exc:  # a condition the parser let through but cannot evaluate
                     logger.exception("conditions failed on %s %s", event.topic, event.message_id)
                     entries.append((version, event, _error(exc)))
@@ -164,36 +169,41 @@ class Dispatcher:
                 raise
             logger.exception("answering event waits of a batch failed")
 
-    async def _listeners(
-        self, conn: Connection, batch: list[Event]
-    ) -> dict[tuple[UUID, str], list[_Listener]]:
+    async def _listeners(self, conn: Connection, batch: list[Event]) -> dict[tuple[UUID, str], _Audience]:
         """The listening workflows of each (workspace, topic) of the batch: a topic's filters
         are matched once per batch, not once per event."""
         versions = await dispatch.listening_workflows(conn, self._versions)
         self._versions = {(v.workspace_id, v.workflow_id, v.version): v for v in versions}
         listening = []
-        for version in versions:
+        matchers: dict[tuple[UUID, UUID, int], TopicPatterns] = {}
+        self._hearers = {}
+        for key, version in self._versions.items():
             config = self._configs.parse(version)
-            listening.append((version, config, topics_of(config)))
-        self._patterns = {}
-        for version, _, topics in listening:
-            self._patterns.setdefault(version.workspace_id, []).extend(topics)
-        by_topic: dict[tuple[UUID, str], list[_Listener]] = {}
+            matcher = self._matchers.get(key) or TopicPatterns(topics_of(config))
+            matchers[key] = matcher
+            listening.append((version, config, matcher))
+            self._hearers.setdefault(version.workspace_id, []).append(matcher)
+        self._matchers = matchers
+        by_topic: dict[tuple[UUID, str], _Audience] = {}
         for event in batch:
             at = (event.workspace_id, event.topic)
             if at not in by_topic:
-                by_topic[at] = [
-                    _Listener(version, config, trigger_of(config).predicate())
-                    for version, config, topics in listening
-                    if version.workspace_id == event.workspace_id and topic_matches(topics, event.topic)
+                triggers = [
+                    (version, config, trigger_of(config))
+                    for version, config, matcher in listening
+                    if version.workspace_id == event.workspace_id and matcher.matches(event.topic)
                 ]
+                listeners = [_Listener(version, config, t.predicate()) for version, config, t in triggers]
+                index = ConditionIndex([t.condition() for _, _, t in triggers])
+                by_topic[at] = _Audience(listeners, index)
         return by_topic
 
     def _hearing(self, topic: str) -> frozenset[UUID]:
         """The workspaces of the batch with a workflow that listens to lifecycle ``topic``."""
         if not self.db.settings.lifecycle_events:
             return frozenset()
-        return frozenset(ws for ws, patterns in self._patterns.items() if topic_matches(patterns, topic))
+        hearers = self._hearers.items()
+        return frozenset(ws for ws, matchers in hearers if any(m.matches(topic) for m in matchers))
 
     async def _admit(
         self,
@@ -221,6 +231,13 @@ class _Listener(NamedTuple):
     version: VersionRecord
     config: Config
     predicate: Predicate | None
+
+
+class _Audience(NamedTuple):
+    """The workflows listening to one (workspace, topic), with their conditions indexed."""
+
+    listeners: list[_Listener]
+    conditions: ConditionIndex
 
 
 def _transient(exc: Exception) -> bool:

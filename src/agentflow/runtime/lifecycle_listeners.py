@@ -17,9 +17,9 @@ from collections import defaultdict
 from dataclasses import replace
 from uuid import UUID
 
-from agentflow.core.lifecycle import RUN_CANCELED, lifecycle_events
+from agentflow.core.lifecycle import RUN_CANCELED, TOPICS, lifecycle_events
 from agentflow.core.records import RunRecord
-from agentflow.core.sources import topic_matches
+from agentflow.core.sources import TopicPatterns
 from agentflow.runtime.admission import BatchStarts, topics_of
 from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.leases import LocalWorker
@@ -38,7 +38,8 @@ class LifecycleListeners:
         self._configs = configs
         self._ttl = ttl
         self._read_at = float("-inf")
-        self._patterns: dict[UUID, list[str]] = {}
+        self._patterns: dict[UUID, TopicPatterns] = {}
+        self._told: dict[UUID, frozenset[str]] = {}  # the lifecycle topics heard, by workspace
 
     async def refresh(self) -> None:
         """Read the patterns again when the last read is older than ``ttl``."""
@@ -48,12 +49,17 @@ class LifecycleListeners:
         async with self._db.pool.acquire() as conn:
             for version in await dispatch.listening_workflows(conn):
                 patterns[version.workspace_id] += topics_of(self._configs.parse(version))
-        self._patterns = dict(patterns)
+        self._patterns = {workspace: TopicPatterns(listened) for workspace, listened in patterns.items()}
+        self._told = {
+            workspace: frozenset(topic for topic in TOPICS if compiled.matches(topic))
+            for workspace, compiled in self._patterns.items()
+        }
         self._read_at = time.monotonic()
 
     def heard(self, workspace_id: UUID, topic: str) -> bool:
         """Whether an enabled workflow of the workspace listens to ``topic``."""
-        return topic_matches(self._patterns.get(workspace_id, ()), topic)
+        compiled = self._patterns.get(workspace_id)
+        return compiled is not None and compiled.matches(topic)
 
     async def tells(self, workspace_id: UUID, topic: str) -> bool:
         """Whether to publish ``topic`` now (read again when the last read is old; on an
@@ -73,7 +79,7 @@ class LifecycleListeners:
         except Exception as exc:
             if not unavailable(exc):
                 raise
-        return [workspace for workspace, patterns in self._patterns.items() if topic_matches(patterns, topic)]
+        return [workspace for workspace, compiled in self._patterns.items() if compiled.matches(topic)]
 
     async def telling_cancels(self, workspace_id: UUID, local: LocalWorker | None = None) -> BatchStarts:
         """How a start outside the dispatcher's batch (a webhook call, a gate's verdict, a
@@ -95,6 +101,9 @@ class LifecycleListeners:
             if not unavailable(exc):
                 raise
             # No fresh answer: the checkpoint meets the outage too; the last answer serves.
+        told = self._told.get(run.workspace_id)
+        if not told:  # the usual checkpoint: nobody in the workspace listens to runs
+            return outcome
         written, effects = outcome.step, outcome.effects
         events = lifecycle_events(
             run,
@@ -106,5 +115,5 @@ class LifecycleListeners:
             request=effects.approval,
             first_seq=first_seq,
         )  # fmt: skip
-        events = [e for e in events if self.heard(run.workspace_id, e["topic"])]
+        events = [e for e in events if e["topic"] in told]
         return replace(outcome, effects=replace(effects, events=events)) if events else outcome
