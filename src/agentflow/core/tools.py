@@ -45,12 +45,19 @@ class ToolSpec:
         """True for ``async def`` tools (asked on every call: computed once)."""
         return inspect.iscoroutinefunction(self.fn)
 
+    @functools.cached_property
+    def _parameters(self) -> tuple[str, ...]:
+        # Read once: pydantic's ``model_fields`` is a descriptor that builds its answer per read.
+        return tuple(self.args_model.model_fields)
+
     def validate_args(self, args: dict[str, Any]) -> dict[str, Any]:
         """Check arguments against the signature.
 
         Raises:
             StepFailure: code ``invalid_tool_args`` (not retryable) listing each problem.
         """
+        if not args and not self._parameters:  # nothing to check: a tool without parameters
+            return {}
         try:
             model = self.args_model.model_validate(args)
         except ValidationError as exc:
@@ -64,7 +71,7 @@ class ToolSpec:
                 retryable=False,
                 solution="Fix the node's args to match the tool's parameters.",
             ) from None
-        return {name: getattr(model, name) for name in type(model).model_fields}
+        return {name: getattr(model, name) for name in self._parameters}
 
 
 class ToolRegistry:
