@@ -282,8 +282,9 @@ class BatchStarts:
         self._promised, self._held = 0, []
 
 
-Entry = tuple[VersionRecord, Event, Decision] | decisions.Miss
-"""A decision for (event, workflow), or a miss (its conditions did not hold, not explained)."""
+Entry = tuple[VersionRecord, Event, Decision] | decisions.Misses
+"""A decision for (event, workflow), or an event's misses (workflows whose conditions did not
+hold, not explained)."""
 
 
 async def record(conn: Connection, entries: list[Entry]) -> None:
@@ -292,7 +293,7 @@ async def record(conn: Connection, entries: list[Entry]) -> None:
         conn,
         [
             e
-            if isinstance(e, decisions.Miss)
+            if isinstance(e, decisions.Misses)
             else decisions.DecisionRow(
                 e[0].workspace_id,
                 e[0].workflow_id,

@@ -100,9 +100,9 @@ class Dispatcher:
         with companion_spans.dispatch_span(batch) as span:
             entries = await self._decide(conn, batch)
             if span is not None:
-                companion_spans.count_decisions(
-                    span, ["not_matched" if isinstance(e, decisions.Miss) else e[2].decision for e in entries]
-                )
+                decided = [e[2].decision for e in entries if not isinstance(e, decisions.Misses)]
+                missed = sum(len(e.workflows) for e in entries if isinstance(e, decisions.Misses))
+                companion_spans.count_decisions(span, decided + ["not_matched"] * missed)
 
     async def _decide(self, conn: Connection, batch: list[Event]) -> list[Entry]:
         careful, self._careful = self._careful, True
@@ -128,6 +128,7 @@ class Dispatcher:
             document = event_document(event) if listeners else None
             # Only the conditions that can hold are tested; the others fail (ConditionIndex).
             possible = conditions.candidates(document) if listeners else set()
+            missed: list[tuple[UUID, int]] | None = None  # the event's entry, from its first miss
             for position, (version, config, predicate) in enumerate(listeners):
                 if done and (event.workspace_id, version.workflow_id, event.topic, event.message_id) in done:
                     continue
@@ -141,16 +142,12 @@ class Dispatcher:
                     entries.append(
                         (version, event, await self._admit(conn, version, config, event, now, deferred))
                     )
-                else:  # explained when read (eventlog), not here: most pairs end so
-                    entries.append(
-                        decisions.Miss(
-                            version.workspace_id,
-                            version.workflow_id,
-                            version.version,
-                            event.topic,
-                            event.message_id,
-                        )
-                    )
+                elif missed is not None:  # explained when read (eventlog), not here: most pairs end so
+                    missed.append((version.workflow_id, version.version))
+                else:
+                    missed = [(version.workflow_id, version.version)]
+                    misses = decisions.Misses(event.workspace_id, event.topic, event.message_id, missed)
+                    entries.append(misses)
         await deferred.insert(conn)
         await record(conn, entries)
         self._careful = False

@@ -14,7 +14,7 @@ Everything runs on the caller's connection, inside its transaction.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 from uuid import UUID
 
 from agentflow.core.frozen import frozen
@@ -68,29 +68,31 @@ class DecisionRow:
     reason: Any
 
 
-class Miss(NamedTuple):
-    """A workflow whose conditions an event did not meet (``version``: the one that decided)."""
+@frozen
+class Misses:
+    """The workflows whose conditions one event did not meet, as (workflow, the version that
+    decided) in the order they were decided."""
 
     workspace_id: UUID
-    workflow_id: UUID
-    version: int
     topic: str
     message_id: str
+    workflows: list[tuple[UUID, int]]
 
 
-async def record_all(conn: Connection, entries: Sequence[DecisionRow | Miss]) -> None:
-    """Record decisions, and misses grouped per event, with ids in the order of ``entries`` (a
-    pair or event recorded before keeps its first record).
+async def record_all(conn: Connection, entries: Sequence[DecisionRow | Misses]) -> None:
+    """Record decisions, and misses as one row per event, with ids in the order of ``entries``
+    (a pair or event recorded before keeps its first record).
 
-    An event's miss row takes the id of its first miss in ``entries``. When both kinds are
-    there, the ids are drawn first (one query), so that the newest-first listing keeps the
-    order events were decided in.
+    An event's miss row takes the id of its first ``Misses`` in ``entries`` (an event's
+    ``Misses`` met again add their workflows to it). When both kinds are there, the ids are
+    drawn first (one query), so that the newest-first listing keeps the order events were
+    decided in.
     """
     rows = [e for e in entries if isinstance(e, DecisionRow)]
-    events: dict[tuple[UUID, str, str], list[Miss]] = {}  # misses by event, in first-seen order
+    events: dict[tuple[UUID, str, str], list[tuple[UUID, int]]] = {}  # in first-seen order
     for entry in entries:
-        if isinstance(entry, Miss):
-            events.setdefault((entry.workspace_id, entry.topic, entry.message_id), []).append(entry)
+        if isinstance(entry, Misses):
+            events.setdefault((entry.workspace_id, entry.topic, entry.message_id), []).extend(entry.workflows)
     row_ids: list[int | None] = [None] * len(rows)  # None: drawn by the insert
     event_ids: list[int | None] = [None] * len(events)
     if rows and events:
@@ -138,12 +140,12 @@ async def _insert_decisions(conn: Connection, rows: list[DecisionRow], ids: list
 
 
 async def _insert_misses(
-    conn: Connection, events: dict[tuple[UUID, str, str], list[Miss]], ids: list[int | None]
+    conn: Connection, events: dict[tuple[UUID, str, str], list[tuple[UUID, int]]], ids: list[int | None]
 ) -> None:
     # Each event's workflows are a slice of two flat arrays (a parameter cannot be an array of
     # arrays of different lengths); grouping here costs a fraction of grouping in SQL.
-    workflow_ids = [m.workflow_id for misses in events.values() for m in misses]
-    versions = [m.version for misses in events.values() for m in misses]
+    workflow_ids = [workflow for misses in events.values() for workflow, _ in misses]
+    versions = [version for misses in events.values() for _, version in misses]
     bounds, at = [], 1
     for misses in events.values():
         bounds.append((at, at + len(misses) - 1))
