@@ -79,3 +79,15 @@ def test_values_without_templates_are_found_and_copied_not_shared() -> None:
     assert copy == static
     copy["to"][1]["cc"] = 2
     assert static["to"][1]["cc"] == 1, "a copy: a runner that changes it leaves the config alone"
+
+
+def test_compiled_templates_keep_the_environments_globals_as_a_plain_dict() -> None:
+    from agentflow.core.templating.render import _compiled
+
+    texts = ["n={{ range(3) | list | length }}", "{{ namespace(k=2).k + input }}"]
+    assert [render(text, {"input": 1}) for text in texts] == ["n=3", 3]
+    template, _ = _compiled(texts[0])
+    _, expression = _compiled(texts[1])
+    # Copied once at compile time: Jinja would merge its ChainMap into a dict at every render.
+    assert template is not None and type(template.globals) is dict and "range" in template.globals
+    assert type(expression._template.globals) is dict  # type: ignore[union-attr]

@@ -11,9 +11,8 @@ event loop: see :func:`deferring`) stops after a few milliseconds with
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from contextlib import AbstractContextManager
+from contextvars import ContextVar, Token
 
 MAX_SIZE = 2_000_000
 """The largest value a template may build: characters of a string, or a container's items
@@ -121,38 +120,53 @@ def current() -> Meter:
     return meter if meter is not None else Meter(defer=False)
 
 
-@contextmanager
-def metering() -> Iterator[Meter]:
+class _Flag:
+    """Sets a context variable for the ``with`` block (a class: a generator-based context
+    manager costs several times as much, and every render enters two)."""
+
+    __slots__ = ("_token", "_value", "_var")
+
+    def __init__(self, var: ContextVar[bool], value: bool) -> None:
+        self._var, self._value = var, value
+        self._token: Token[bool] | None = None
+
+    def __enter__(self) -> None:
+        self._token = self._var.set(self._value)
+
+    def __exit__(self, *_: object) -> None:
+        assert self._token is not None
+        self._var.reset(self._token)
+
+
+class _Metering:
+    __slots__ = ("_token",)
+
+    def __enter__(self) -> Meter:
+        meter = Meter(defer=_DEFERRING.get(), courteous=_COURTEOUS.get())
+        self._token = _METER.set(meter)
+        return meter
+
+    def __exit__(self, *_: object) -> None:
+        _METER.reset(self._token)
+
+
+def metering() -> AbstractContextManager[Meter]:
     """Give the render inside a meter of its own."""
-    token = _METER.set(Meter(defer=_DEFERRING.get(), courteous=_COURTEOUS.get()))
-    try:
-        yield _METER.get() or Meter(defer=False)
-    finally:
-        _METER.reset(token)
+    return _Metering()
 
 
-@contextmanager
-def deferring() -> Iterator[None]:
+def deferring() -> AbstractContextManager[None]:
     """Renders inside raise :class:`RenderDeferred` after ``INLINE_SECONDS`` instead of going on.
 
     Use it where a long render would block others (an event loop); on ``RenderDeferred``,
     render again on a thread.
     """
-    token = _DEFERRING.set(True)
-    try:
-        yield
-    finally:
-        _DEFERRING.reset(token)
+    return _Flag(_DEFERRING, True)
 
 
-@contextmanager
-def courteous() -> Iterator[None]:
+def courteous() -> AbstractContextManager[None]:
     """Renders inside pause now and then to let other threads run (for render threads)."""
-    token = _COURTEOUS.set(True)
-    try:
-        yield
-    finally:
-        _COURTEOUS.reset(token)
+    return _Flag(_COURTEOUS, True)
 
 
 def deferrable() -> bool:
