@@ -160,3 +160,12 @@ def test_an_unreadable_or_invalid_pricing_file_is_a_config_error(tmp_path: Path)
             load_price_table(path)
         assert caught.value.code == code, path
         assert str(path) in caught.value.info.message
+
+
+def test_prices_looked_up_are_remembered_up_to_a_bound() -> None:
+    table = PriceTable()
+    assert table.price_of("openai:gpt-4o-2024-08-06") == table.price_of("gpt-4o")
+    for index in range(1100):  # past the bound: still answered, no longer remembered
+        assert table.price_of(f"unknown-model-{index}") is None
+    assert len(table._found) == 1024
+    assert table.price_of("claude-sonnet-4-5-20250929") == table.price_of("claude-sonnet-4-5")

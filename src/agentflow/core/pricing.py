@@ -97,9 +97,18 @@ class PriceTable:
         self._prices = merged
         # Longest names first, so the first prefix that matches is the most specific one.
         self._by_length = sorted(merged, key=len, reverse=True)
+        self._found: dict[str, Price | None] = {}  # by model as asked: every model call asks
 
     def price_of(self, model: str) -> Price | None:
         """The price of ``model``: exact name, else the longest known prefix; None if unknown."""
+        if model in self._found:
+            return self._found[model]
+        price = self._look_up(model)
+        if len(self._found) < 1024:  # model names come from configs: few
+            self._found[model] = price
+        return price
+
+    def _look_up(self, model: str) -> Price | None:
         name = _normalise(model)
         exact = self._prices.get(name)
         if exact is not None:
