@@ -47,6 +47,10 @@ DEFAULT_MAX_PARALLEL = 4
 """Nodes of one run running at once when a workflow does not say (``max_parallel``)."""
 
 
+_DISABLED = Action()
+"""An action a workflow does not list (frozen: one serves every lookup, each step makes several)."""
+
+
 class WorkflowBase(BaseModel):
     """Fields shared by both kinds.
 
@@ -204,7 +208,7 @@ class AgentConfig(WorkflowBase):
 
     def action(self, name: str) -> Action:
         """The ``actions`` entry ``name`` (disabled when absent)."""
-        return self.actions.get(name) or Action()
+        return self.actions.get(name) or _DISABLED
 
 
 class StructuredConfig(WorkflowBase):
