@@ -57,13 +57,17 @@ async def drive_in_sequence(
             cursor = await load_loops(cursor)
         failpoint("before_step")
         log_context.bind_step(cursor.step_seq)
-        # Its own task: a lost lease cancels it through ``steps``.
-        running = asyncio.ensure_future(execute(cursor))
-        steps.add(running)
+        # Run here, not as a task of its own: a lost lease cancels this task through ``steps``
+        # while the step runs, and the caller stops; meanwhile the loop's other work (the
+        # previous commit's connection going back to the pool) waits for the next checkpoint's
+        # round trip instead of delaying the step.
+        driver = asyncio.current_task()
+        assert driver is not None
+        steps.add(driver)
         try:
-            outcome = await running
+            outcome = await execute(cursor)
         finally:
-            steps.discard(running)
+            steps.discard(driver)
         failpoint("after_step")
         if isinstance(config, StructuredConfig) and pure.keep(config, outcome, cursor):
             cursor = cursor.after(outcome)  # its row rides in the next checkpoint
