@@ -177,7 +177,9 @@ def run_schemathesis(base_url: str, headers: dict[str, str], auth: str, *, cover
             "request-timeout": 30,
         }
     )
-    schema = schemathesis.openapi.from_url(f"{base_url}/openapi.json", config=config)
+    # The loader's own read timeout is 10 s; FastAPI builds the document on its first request,
+    # which took longer than that while CI's three lanes started on a slow CPU.
+    schema = schemathesis.openapi.from_url(f"{base_url}/openapi.json", config=config, timeout=60)
     figures = Figures(auth=auth, operations=len(list(schema.get_all_operations())))
     statistic = Statistic()
     started = time.monotonic()
