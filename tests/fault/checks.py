@@ -157,6 +157,9 @@ class Orphan:
         death: the death.
         reclaimed_at: ``time.monotonic()`` of the first poll that saw a newer token.
         reclaimed_db: the database clock at that poll.
+        unclaimed_at: ``time.monotonic()`` of the last poll that saw the run still under the
+            dead worker's token: the re-claim came after it. With ``reclaimed_at`` it brackets
+            the re-claim, however long the monitor itself was kept from polling.
         no_claimer_db: the database clock at the last poll before the re-claim that found
             no live, ready worker (every worker dead or still starting): nothing could
             claim the run then, so its rescue is timed from no earlier than this.
@@ -172,6 +175,7 @@ class Orphan:
     death: Death
     reclaimed_at: float | None = None
     reclaimed_db: datetime | None = None
+    unclaimed_at: float | None = None
     no_claimer_db: datetime | None = None
     ended_unclaimed: bool = False
 
@@ -184,6 +188,15 @@ class Orphan:
     def since_death(self) -> float | None:
         """Seconds from the death being noticed to the re-claim being observed."""
         return None if self.reclaimed_at is None else self.reclaimed_at - self.death.at
+
+    @property
+    def surely_unclaimed_since_death(self) -> float | None:
+        """Seconds from the death being noticed to the last poll that saw the run not yet
+        re-claimed: a lower bound of the re-claim's latency, as ``since_death`` is an upper
+        bound (the two differ by one poll period unless the monitor was held up)."""
+        if self.reclaimed_at is None:
+            return None
+        return max((self.unclaimed_at or self.death.at) - self.death.at, 0.0)
 
     @property
     def after_expiry(self) -> float | None:
@@ -221,17 +234,26 @@ class LeaseMonitor:
     orphans: list[Orphan] = field(default_factory=list)
     pending: list[Death] = field(default_factory=list)
     polls: int = 0
+    last_poll_at: float | None = None
+    longest_gap: float = 0.0
+    """The longest time between two polls' answers (a monitor kept from polling by a busy
+    machine observes re-claims late: ``Orphan.unclaimed_at`` bounds them from below)."""
 
     def on_death(self, _worker: object, death: Death) -> None:
         self.pending.append(death)
 
     async def poll(self) -> list[asyncpg.Record]:
+        # Before the query: its snapshot is no older, so a run it finds unclaimed was so then.
+        sent = time.monotonic()
         rows = await self.pool.fetch(
             "SELECT id, status, lease_owner, fencing_token, lease_expires_at,"
             " clock_timestamp() AS db_now FROM runs"
         )
         now = time.monotonic()
         self.polls += 1
+        if self.last_poll_at is not None:
+            self.longest_gap = max(self.longest_gap, now - self.last_poll_at)
+        self.last_poll_at = now
         deaths, self.pending = self.pending, []
         by_name = {d.name: d for d in deaths}
         for row in rows:
@@ -247,6 +269,8 @@ class LeaseMonitor:
                 orphan.reclaimed_db = row["db_now"]
             elif orphan.reclaimed_at is None and row is not None and row["status"] in ENDED:
                 orphan.ended_unclaimed = True
+            if orphan.reclaimed_at is None and row is not None and row["fencing_token"] == orphan.token:
+                orphan.unclaimed_at = sent
             elif orphan.reclaimed_at is None and row is not None and not ready:
                 orphan.no_claimer_db = row["db_now"]
         return list(rows)
@@ -264,6 +288,7 @@ class LeaseMonitor:
             "after_lease_expiry_s": _figures(after),
             "after_a_worker_could_claim_s": _figures(claimable),
             "waited_for_a_ready_worker": sum(1 for o in self.orphans if o.no_claimer_db is not None),
+            "longest_poll_gap_s": round(self.longest_gap, 3),
         }
 
 

