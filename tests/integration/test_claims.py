@@ -97,3 +97,39 @@ async def test_lapsed_runs_are_claimed_ahead_of_the_ready_backlog(engine: Engine
     assert len(claimed) == 3, "a claim takes as many runs as it was asked for, no more"
     assert claimed[0].run.id == lapsed.id and claimed[0].rescued
     assert all(not c.rescued for c in claimed[1:])
+
+
+async def test_a_claim_takes_exactly_what_it_asks_for_lapsed_or_ready(engine: Engine) -> None:
+    # The claim's scans stop at a power of two (a literal, for a lasting plan); the number of
+    # runs it takes is still the one asked for, from lapsed runs first, then ready ones.
+    await engine.publish_workflow(FLOW)
+    lapsed = [await engine.start_run("claims", {"i": i}) for i in range(5)]
+    assert len(await runs.claim(engine.db.pool, "dead", 10, 30.0, 3)) == 5
+    for run in lapsed:
+        await lapse(engine, run.id)
+    ready = [await engine.start_run("claims", {"i": i}) for i in range(6)]
+    taken = await runs.claim(engine.db.pool, "alive", 3, 30.0, 3)  # bucket 4: 4 lapsed locked, 3 taken
+    assert len(taken) == 3 and all(c.rescued for c in taken)
+    taken = await runs.claim(engine.db.pool, "alive", 5, 30.0, 3)  # bucket 8: 2 lapsed, then 3 ready
+    assert [c.rescued for c in taken].count(True) == 2 and len(taken) == 5
+    taken = await runs.claim(engine.db.pool, "alive", 9, 30.0, 3)  # bucket 16: the 3 ready left
+    assert len(taken) == 3 and not any(c.rescued for c in taken)
+    assert {c.run.id for c in taken} <= {r.id for r in ready}
+
+
+async def test_the_next_due_run_is_the_earliest_ready_or_held_one(engine: Engine) -> None:
+    await engine.publish_workflow(FLOW)
+    assert await runs.seconds_to_next_due(engine.db.pool) is None
+    waiting, held = await engine.start_run("claims", {}), await engine.start_run("claims", {})
+    await claim_one(engine, "alive", held.id)
+    for run_id, seconds in ((waiting.id, 50), (held.id, 20)):
+        await engine.db.pool.execute(
+            "UPDATE runs SET due_at = now() + make_interval(secs => $2) WHERE id = $1", run_id, seconds
+        )
+    for code in (True, False):
+        assert 19 < (await runs.seconds_to_next_due(engine.db.pool, code=code) or 0) <= 20  # the lease
+    await engine.db.pool.execute(
+        "UPDATE runs SET due_at = now() + interval '5 seconds' WHERE id = $1", waiting.id
+    )
+    for code in (True, False):
+        assert 4 < (await runs.seconds_to_next_due(engine.db.pool, code=code) or 0) <= 5  # the wait

@@ -119,7 +119,7 @@ DECLARED_COLUMNS = {
     "knowledge_chunks": {"workspace_id", "document_id", "n", "heading", "body", "tsv", "embedding"},
 }  # fmt: skip
 DECLARED_INDEXES = {
-    "runs_due": "WHERE (due_at IS NOT NULL)",
+    "runs_ready": "WHERE ((lease_owner IS NULL) AND (due_at IS NOT NULL))",
     "runs_lapsed": "WHERE (lease_owner IS NOT NULL)",
     "runs_one_active_per_key": "UNIQUE INDEX",
     "run_steps_one_checkpoint": "WHERE (status = 'completed'::text)",

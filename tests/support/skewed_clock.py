@@ -25,6 +25,8 @@ _DATABASE_CLOCK = "due_at <= now()"
 if _DATABASE_CLOCK not in claims._CLAIM:
     raise RuntimeError(f"the claim statement changed: {_DATABASE_CLOCK!r} not found; update this control")
 _SKEW = timedelta(seconds=float(os.environ.get(SKEW_ENV, "3")))
+# The claim, with code steps on or off, for every row limit a worker sends (powers of two).
+_CLAIMS = {claims._claim_for(1 << n, telling=False, code=code) for n in range(11) for code in (True, False)}
 _PRODUCT_CLAIM: Callable[..., Awaitable[Any]] = runs.claim
 
 
@@ -45,7 +47,7 @@ class _SkewedPool:
         return getattr(self._pool, name)
 
     async def fetch(self, sql: str, *args: Any, **kwargs: Any) -> Any:
-        if sql in (claims._CLAIM, claims._CLAIM_NO_CODE):  # a worker with code steps on, or off
+        if sql in _CLAIMS:
             return await self._pool.fetch(skewed(sql), *args, datetime.now(UTC) + _SKEW, **kwargs)
         return await self._pool.fetch(sql, *args, **kwargs)
 

@@ -82,16 +82,21 @@ async def step_outputs(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID) -> 
 
 async def count_active(pool: asyncpg.Pool) -> int:
     """Runs that a worker will still pick up (due now or later)."""
-    return int(await pool.fetchval("SELECT count(*) FROM runs WHERE due_at IS NOT NULL"))
+    # Ready and held runs apart, each through its own index (runs_ready, runs_lapsed).
+    return int(
+        await pool.fetchval(
+            "SELECT (SELECT count(*) FROM runs WHERE lease_owner IS NULL AND due_at IS NOT NULL)"
+            " + (SELECT count(*) FROM runs WHERE lease_owner IS NOT NULL AND due_at IS NOT NULL)"
+        )
+    )
 
 
 async def queue_figures(pool: asyncpg.Pool) -> dict[str, Any]:
     """Queue depth (due and unclaimed), oldest ready age, and runs by status."""
     row = await pool.fetchrow(
-        "SELECT count(*) FILTER (WHERE lease_owner IS NULL) AS depth,"
-        " coalesce(extract(epoch FROM clock_timestamp() - min(due_at) FILTER"
-        "   (WHERE lease_owner IS NULL)), 0)::float8 AS oldest"
-        " FROM runs WHERE due_at <= clock_timestamp()"
+        "SELECT count(*) AS depth,"
+        " coalesce(extract(epoch FROM clock_timestamp() - min(due_at)), 0)::float8 AS oldest"
+        " FROM runs WHERE due_at <= clock_timestamp() AND lease_owner IS NULL"
     )
     by_status = await pool.fetch("SELECT status, count(*) AS n FROM runs GROUP BY status")
     return {

@@ -257,14 +257,20 @@ async def seconds_to_next_due(pool: asyncpg.Pool, *, code: bool = True) -> float
     """Seconds (database clock) until the earliest due run; negative if one is overdue.
     Loop items not let run yet (due 'infinity') are never due; ``code=False``: nor are runs
     that need a worker with code steps on."""
-    if code:
-        value = await pool.fetchval(
-            "SELECT extract(epoch FROM min(due_at) - clock_timestamp())::float8 FROM runs"
-            " WHERE due_at < 'infinity'"
-        )
-    else:
-        value = await pool.fetchval(
-            "SELECT extract(epoch FROM due_at - clock_timestamp())::float8 FROM runs"
-            f" WHERE due_at < 'infinity'{NO_CODE} ORDER BY due_at LIMIT 1"
-        )
+    value = await pool.fetchval(_NEXT_DUE if code else _NEXT_DUE_NO_CODE)
     return None if value is None else float(value)
+
+
+# Ready runs and held ones are in two indexes (runs_ready, runs_lapsed): the earliest of each.
+_EARLIEST = (
+    "(SELECT due_at FROM runs WHERE due_at < 'infinity' AND lease_owner IS {held}{code}"
+    " ORDER BY due_at LIMIT 1)"
+)
+_NEXT_DUE = (
+    f"SELECT extract(epoch FROM least({_EARLIEST.format(held='NULL', code='')},"
+    f" {_EARLIEST.format(held='NOT NULL', code='')}) - clock_timestamp())::float8"
+)
+_NEXT_DUE_NO_CODE = (
+    f"SELECT extract(epoch FROM least({_EARLIEST.format(held='NULL', code=NO_CODE)},"
+    f" {_EARLIEST.format(held='NOT NULL', code=NO_CODE)}) - clock_timestamp())::float8"
+)
