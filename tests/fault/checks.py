@@ -269,10 +269,10 @@ class LeaseMonitor:
                 orphan.reclaimed_db = row["db_now"]
             elif orphan.reclaimed_at is None and row is not None and row["status"] in ENDED:
                 orphan.ended_unclaimed = True
-            if orphan.reclaimed_at is None and row is not None and row["fencing_token"] == orphan.token:
-                orphan.unclaimed_at = sent
             elif orphan.reclaimed_at is None and row is not None and not ready:
                 orphan.no_claimer_db = row["db_now"]
+            if orphan.reclaimed_at is None and row is not None and row["fencing_token"] == orphan.token:
+                orphan.unclaimed_at = sent
         return list(rows)
 
     def summary(self) -> dict[str, Any]:
