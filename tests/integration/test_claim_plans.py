@@ -9,7 +9,8 @@ holder, due) makes the index the cheaper plan under any estimate: few ready runs
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from uuid import UUID
 
 import asyncpg
@@ -30,9 +31,11 @@ OLD_INDEX = "DROP INDEX runs_ready; CREATE INDEX runs_due_all ON runs (due_at) W
 """The index the claim had before migration 0038 (the negative control)."""
 
 
-async def _plan(engine: Engine, statement: str, *, generic: bool, before: str = "") -> str:
-    """The claim's plan when 1,500 of 2,000 runs turned ready after the table was analyzed
-    while every one was held (rolled back afterwards: runs, statistics, plan)."""
+@contextlib.asynccontextmanager
+async def _stale_runs(engine: Engine, after: str = "") -> AsyncIterator[asyncpg.Connection]:
+    """A connection inside a transaction where 1,500 of 2,000 runs turned ready after the
+    table was analyzed while every one was held (rolled back afterwards: runs, statistics;
+    then ``after`` runs, outside the transaction)."""
     workflow = await engine.publish_workflow(
         {"name": "planned", "kind": "structured", "nodes": [echo("a", 1)]}
     )
@@ -41,21 +44,28 @@ async def _plan(engine: Engine, statement: str, *, generic: bool, before: str = 
         await undone.start()
         try:
             await _stale_statistics(conn, workflow.workflow.id)
-            if before:
-                await conn.execute(before)
-            if generic:
-                await conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-            await conn.execute(f"PREPARE claiming AS {statement}")
-            telling = ", '{}'::uuid[], '{}'::uuid[]" if "told AS" in statement else ""
-            rows = await conn.fetch(f"EXPLAIN EXECUTE claiming{ARGS.format(telling=telling)}")
+            yield conn
         finally:
             await undone.rollback()
-            await conn.execute("DEALLOCATE claiming")
+            if after:
+                await conn.execute(after)
+
+
+async def _plan(engine: Engine, statement: str, *, generic: bool, before: str = "") -> str:
+    """The claim's plan under ``_stale_runs``' statistics."""
+    async with _stale_runs(engine, after="DEALLOCATE claiming") as conn:
+        if before:
+            await conn.execute(before)
+        if generic:
+            await conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        await conn.execute(f"PREPARE claiming AS {statement}")
+        telling = ", '{}'::uuid[], '{}'::uuid[]" if "told AS" in statement else ""
+        rows = await conn.fetch(f"EXPLAIN EXECUTE claiming{ARGS.format(telling=telling)}")
     return "\n".join(row[0] for row in rows)
 
 
-async def _stale_statistics(conn: object, workflow_id: UUID) -> None:
-    execute = conn.execute  # type: ignore[attr-defined]
+async def _stale_statistics(conn: asyncpg.Connection, workflow_id: UUID) -> None:
+    execute = conn.execute
     # Analyzed while every run was held (by a worker that has since been gone a while)...
     await execute(
         "INSERT INTO runs (workspace_id, id, workflow_id, workflow_version, status, input, state,"
@@ -108,15 +118,9 @@ async def _plans_made(
     engine: Engine, statement: str, claiming: Callable[[asyncpg.Connection], Awaitable[object]]
 ) -> asyncpg.Record:
     """Generic and custom plans PostgreSQL made for a claim sent eight times on one connection,
-    under the statistics of ``_plan`` (rolled back afterwards)."""
-    workflow = await engine.publish_workflow(
-        {"name": "planned", "kind": "structured", "nodes": [echo("a", 1)]}
-    )
-    async with engine.db.pool.acquire() as conn:
-        undone = conn.transaction()
-        await undone.start()
+    under ``_stale_runs``' statistics."""
+    async with _stale_runs(engine) as conn:
         try:
-            await _stale_statistics(conn, workflow.workflow.id)
             for _ in range(8):
                 await claiming(conn)
             row = await conn.fetchrow(
@@ -124,7 +128,6 @@ async def _plans_made(
                 statement,
             )
         finally:
-            await undone.rollback()
             await conn.reload_schema_state()  # its prepared statements go: the next test plans afresh
     assert row is not None
     return row

@@ -261,16 +261,15 @@ async def seconds_to_next_due(pool: asyncpg.Pool, *, code: bool = True) -> float
     return None if value is None else float(value)
 
 
-# Ready runs and held ones are in two indexes (runs_ready, runs_lapsed): the earliest of each.
-_EARLIEST = (
-    "(SELECT due_at FROM runs WHERE due_at < 'infinity' AND lease_owner IS {held}{code}"
-    " ORDER BY due_at LIMIT 1)"
-)
-_NEXT_DUE = (
-    f"SELECT extract(epoch FROM least({_EARLIEST.format(held='NULL', code='')},"
-    f" {_EARLIEST.format(held='NOT NULL', code='')}) - clock_timestamp())::float8"
-)
-_NEXT_DUE_NO_CODE = (
-    f"SELECT extract(epoch FROM least({_EARLIEST.format(held='NULL', code=NO_CODE)},"
-    f" {_EARLIEST.format(held='NOT NULL', code=NO_CODE)}) - clock_timestamp())::float8"
-)
+def _next_due(code: str) -> str:
+    """The earliest due_at of ready runs and of held ones (``code``: a further condition),
+    each through its own index (runs_ready, runs_lapsed)."""
+    earliest = (
+        "(SELECT due_at FROM runs WHERE due_at < 'infinity' AND lease_owner IS {held}{code}"
+        " ORDER BY due_at LIMIT 1)"
+    )
+    ready, held = earliest.format(held="NULL", code=code), earliest.format(held="NOT NULL", code=code)
+    return f"SELECT extract(epoch FROM least({ready}, {held}) - clock_timestamp())::float8"
+
+
+_NEXT_DUE, _NEXT_DUE_NO_CODE = _next_due(""), _next_due(NO_CODE)
