@@ -3,19 +3,23 @@
 Against the engine's real pool: many callers at once are answered from fewer transactions than
 statements (one per distinct statement), each with its own row (or none when its own fence
 fails); a failing statement fails only its caller; a connection lost mid-group fails every
-caller of that transaction and commits none of it.
+caller of that transaction and commits none of it. A group keeps its connection between
+statements for a moment, never one whose statement failed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Callable
+from typing import Any
 from uuid import UUID
 
 import asyncpg
 import pytest
 
 from agentflow.engine import Engine
+from agentflow.store import commit_groups
 from agentflow.store.commit_groups import CommitGroup
 from agentflow.store.database import unavailable
 
@@ -29,6 +33,12 @@ BUMP_OR_DIE = (
     "UPDATE grouped SET v = v + 1 WHERE tag = $1 AND id = $2"
     " AND ($3::int = 1 OR pg_terminate_backend(pg_backend_pid()))"
     " RETURNING id, v, txid_current() AS tx"
+)
+
+
+BUMP_BACKEND = (
+    "UPDATE grouped SET v = v + 1 WHERE tag = $1 AND id = $2 AND 1 / $3::int > 0"
+    " RETURNING id, v, pg_backend_pid() AS pid"
 )
 
 
@@ -182,9 +192,9 @@ async def test_quick_starts_at_once_share_a_commit_and_each_is_its_own_run(engin
 
 @pytest.mark.parametrize("callers", [1, 5])
 async def test_callers_are_answered_before_the_connection_goes_back(engine: Engine, callers: int) -> None:
-    # The pool's release takes a task and three turns of the loop: a caller (a run's next step)
-    # need not wait for it. Negative control: answered after the release, the connection the
-    # group used would be idle again when the callers get their rows.
+    # A caller (a run's next step) never waits for the pool's release: the group keeps the
+    # connection for its next statement and gives it back once it has been idle for HOLD.
+    # Negative control: answered after the release, the connection would be idle again.
     ids = await _table(engine, callers)
     pool = engine.db.pool
     group = CommitGroup(pool)
@@ -197,9 +207,100 @@ async def test_callers_are_answered_before_the_connection_goes_back(engine: Engi
     answers = await asyncio.gather(*(bump(i) for i in ids))
 
     assert all(row is not None and row["v"] == 1 for row, _idle in answers)
-    assert {seen for _row, seen in answers} == {idle - 1}  # still out: being given back
-    for _ in range(50):  # and given back a few turns of the loop later
-        if pool.get_idle_size() == idle:
-            break
-        await asyncio.sleep(0.01)
-    assert pool.get_idle_size() == idle
+    assert {seen for _row, seen in answers} == {idle - 1}  # still out: kept by the group
+    await _until(lambda: pool.get_idle_size() == idle)  # and given back when idle
+
+
+@pytest.mark.parametrize(("hold", "pause"), [(1.0, 0.0), (0.001, 0.02)])
+async def test_statements_one_after_another_reuse_the_groups_connection(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch, hold: float, pause: float
+) -> None:
+    # HOLD made long, so a loaded machine cannot make the statements look idle. Negative
+    # control (a pause longer than HOLD between statements): the connection goes back each
+    # time and is taken from the pool again.
+    monkeypatch.setattr(commit_groups, "HOLD", hold)
+    ids = await _table(engine, 1)
+    pool = _CountingPool(engine.db.pool)
+    group = CommitGroup(pool)  # type: ignore[arg-type]
+    for _ in range(5):  # a run's steps: each statement sent after the last one's answer
+        assert await group.fetchrow(BUMP, "t", ids[0], 1) is not None
+        await asyncio.sleep(pause)
+
+    assert (pool.acquired, pool.released) == ((1, 0) if not pause else (5, 5))
+    group.give_back()
+    await _until(lambda: pool.released == pool.acquired)
+    assert (await _values(engine))[ids[0]] == 5
+
+
+async def test_a_connection_that_broke_while_kept_fails_one_statement_and_is_not_reused(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(commit_groups, "HOLD", 5.0)  # still kept when the server drops it
+    ids = await _table(engine, 1)
+    pool = engine.db.pool
+    group = CommitGroup(pool)
+    first = await group.fetchrow(BUMP_BACKEND, "t", ids[0], 1)
+    assert first is not None
+    await pool.execute("SELECT pg_terminate_backend($1)", first["pid"])  # the server drops it
+
+    # asyncpg tells it as a lost connection, or as its protocol state (the server's notice
+    # arrived first), as it does for a connection that broke while idle in the pool.
+    with pytest.raises(
+        (asyncpg.ConnectionDoesNotExistError, asyncpg.InterfaceError, asyncpg.InternalClientError)
+    ):
+        await group.fetchrow(BUMP_BACKEND, "t", ids[0], 1)
+    again = await group.fetchrow(BUMP_BACKEND, "t", ids[0], 1)
+
+    assert again is not None and again["pid"] != first["pid"]
+    assert (await _values(engine))[ids[0]] == 2
+    group.give_back()
+
+
+async def test_a_failed_statement_gives_its_connection_back_at_once(engine: Engine) -> None:
+    ids = await _table(engine, 1)
+    pool = engine.db.pool
+    group = CommitGroup(pool)
+    idle = pool.get_idle_size()
+
+    with pytest.raises(asyncpg.DivisionByZeroError):
+        await group.fetchrow(BUMP, "t", ids[0], 0)
+
+    assert pool.get_idle_size() == idle  # not kept: only a statement that succeeded is
+
+
+class _CountingPool:
+    """The pool, counting the connections taken from it and given back."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self.pool, self.acquired, self.released = pool, 0, 0
+
+    def get_max_size(self) -> int:
+        return self.pool.get_max_size()
+
+    def acquire(self) -> Any:
+        self.acquired += 1
+        return self.pool.acquire()
+
+    async def release(self, conn: Any) -> None:
+        self.released += 1
+        await self.pool.release(conn)
+
+
+async def _until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "not within the time allowed"
+        await asyncio.sleep(0.005)
+
+
+async def test_a_small_pool_keeps_nothing_for_the_group(engine: Engine) -> None:
+    ids = await _table(engine, 1)
+    small = await asyncpg.create_pool(engine.db.url, min_size=1, max_size=3)
+    try:
+        for pool, kept in ((small, 0), (engine.db.pool, 1)):  # control: the engine's pool of 20
+            group = CommitGroup(pool)
+            assert await group.fetchrow(BUMP, "t", ids[0], 1) is not None
+            assert len(group._kept) == kept
+            group.give_back()
+    finally:
+        await small.close()

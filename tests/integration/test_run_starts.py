@@ -31,6 +31,9 @@ class Counting:
             return lambda *args, **kwargs: _CountingAcquire(self, real(*args, **kwargs))
         return _counted(self, real) if name in STATEMENTS else real
 
+    async def release(self, conn: Any, **kwargs: Any) -> None:
+        await self.pool.release(conn.conn if isinstance(conn, _CountingConnection) else conn, **kwargs)
+
 
 class _CountingAcquire:
     def __init__(self, counting: Counting, acquiring: Any) -> None:
@@ -41,6 +44,12 @@ class _CountingAcquire:
 
     async def __aexit__(self, *exc: Any) -> Any:
         return await self.acquiring.__aexit__(*exc)
+
+    def __await__(self) -> Any:  # ``await pool.acquire()``, as a commit group takes one
+        return self._connection().__await__()
+
+    async def _connection(self) -> _CountingConnection:
+        return _CountingConnection(self.counting, await self.acquiring)
 
 
 class _CountingConnection:

@@ -14,6 +14,12 @@ When one statement of a transaction fails, the transaction rolls back and each o
 statements is sent again on its own, so that only the failing one fails; when the database is
 unavailable (the commit may or may not have happened) every caller of that transaction gets
 the error, as a lone statement would.
+
+A group keeps the connections it sent on for a moment (``HOLD``) instead of giving each back
+to the pool at once: a run's next step sends again well within it, and the pool's acquire and
+release (a task and several turns of the loop, which ran just when the next step sent its
+checkpoint) are skipped. A connection idle for ``HOLD`` goes back to the pool; one whose
+statement failed goes back at once, so a broken connection is never reused.
 """
 
 from __future__ import annotations
@@ -33,6 +39,11 @@ MAX_GROUP = 64
 One group is in flight at a time: measured on W1, groups sent two or three at once, or a lone
 statement sent at once while nothing waits, were slower (smaller groups, more commits) and
 did not make a lone run's step faster (benchmarks/README.md)."""
+HOLD = 0.005
+"""Seconds a group keeps an idle connection before it goes back to the pool."""
+MAX_KEPT = 4
+"""Idle connections a group keeps at most (a group's distinct statements go at once), and
+never more than a quarter of its pool's (a small pool's other users must not wait for them)."""
 
 
 class RowFetcher(Protocol):
@@ -64,6 +75,11 @@ class CommitGroup:
         self._pool = pool
         self._pending: list[_Pending] = []
         self._sending: asyncio.Task[None] | None = None
+        self._kept: list[Any] = []  # idle connections (the pool's proxies), newest last
+        self._max_kept = min(MAX_KEPT, pool.get_max_size() // 4)
+        self._last_used = 0.0
+        self._expiry: asyncio.TimerHandle | None = None
+        self._giving_back: set[asyncio.Task[None]] = set()
 
     @property
     def pool(self) -> asyncpg.Pool:
@@ -127,42 +143,85 @@ class CommitGroup:
     async def _send_stretch(self, items: list[_Pending]) -> None:
         """One statement over its runs, pipelined in one transaction."""
         if len(items) == 1:
-            await _alone(self._pool, items[0])
+            await self._alone(items[0])
             return
         # Rows are locked in the order of their runs' ids, as the heartbeat locks them: two
         # such transactions never wait on each other in a cycle.
         items.sort(key=lambda item: item.run_id)
-        answered = False
         try:
-            async with self._pool.acquire() as conn:
+            conn = await self._connection()
+            try:
                 # fetchmany pipelines the statement over its arguments and ends with a single
                 # Sync: PostgreSQL runs them as one implicit transaction (all or nothing, one
                 # commit) in one round trip, with no BEGIN or COMMIT round trip of its own.
                 rows = await conn.fetchmany(items[0].query, [item.args for item in items])
-                # Answered before the connection goes back: the callers go on meanwhile.
-                answered = True
-                by_run = {row["id"]: row for row in rows}
-                for item in items:
-                    _settle(item, row=by_run.get(item.run_id))
+            except BaseException:
+                await self._pool.release(conn)
+                raise
         except Exception as exc:
-            if answered:  # committed; only giving the connection back failed (the pool's care)
-                return
             if unavailable(exc):  # the commit may or may not have happened: as alone
                 for item in items:
                     _settle(item, exc=exc)
                 return
             # One statement failed and rolled back the others: each again alone.
-            await asyncio.gather(*(_alone(self._pool, item) for item in items))
+            await asyncio.gather(*(self._alone(item) for item in items))
+            return
+        self._keep(conn)
+        by_run = {row["id"]: row for row in rows}
+        for item in items:
+            _settle(item, row=by_run.get(item.run_id))
 
+    async def _alone(self, item: _Pending) -> None:
+        try:
+            conn = await self._connection()
+            try:
+                row = await conn.fetchrow(item.query, *item.args)
+            except BaseException:
+                await self._pool.release(conn)
+                raise
+        except Exception as exc:
+            _settle(item, exc=exc)
+            return
+        self._keep(conn)
+        _settle(item, row=row)
 
-async def _alone(pool: asyncpg.Pool, item: _Pending) -> None:
-    try:
-        async with pool.acquire() as conn:
-            # Answered before the connection goes back (the pool's release takes a task and
-            # three turns of the loop): the caller goes on meanwhile.
-            _settle(item, row=await conn.fetchrow(item.query, *item.args))
-    except Exception as exc:
-        _settle(item, exc=exc)
+    async def _connection(self) -> Any:
+        """An idle connection the group kept, else one from the pool."""
+        return self._kept.pop() if self._kept else await self._pool.acquire()
+
+    def _keep(self, conn: Any) -> None:
+        """Keep ``conn`` (its statement succeeded) for the next statement, for ``HOLD``."""
+        if len(self._kept) >= self._max_kept:
+            self._give_back([conn])
+            return
+        self._kept.append(conn)
+        loop = asyncio.get_running_loop()
+        self._last_used = loop.time()
+        if self._expiry is None:  # one timer per idle stretch, not one per statement
+            self._expiry = loop.call_later(HOLD, self._expire)
+
+    def _expire(self) -> None:
+        self._expiry = None
+        loop = asyncio.get_running_loop()
+        idle = loop.time() - self._last_used
+        if idle < HOLD and self._kept:  # used meanwhile: look again when it may be idle
+            self._expiry = loop.call_later(HOLD - idle, self._expire)
+            return
+        self.give_back()
+
+    def give_back(self) -> None:
+        """Give the kept connections back to the pool now (they would go once idle for ``HOLD``)."""
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+        kept, self._kept = self._kept, []
+        self._give_back(kept)
+
+    def _give_back(self, connections: list[Any]) -> None:
+        for conn in connections:
+            task = asyncio.get_running_loop().create_task(self._pool.release(conn))
+            self._giving_back.add(task)
+            task.add_done_callback(self._giving_back.discard)
 
 
 def _settle(item: _Pending, *, row: asyncpg.Record | None = None, exc: BaseException | None = None) -> None:
