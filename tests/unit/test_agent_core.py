@@ -17,6 +17,7 @@ from agentflow.core.agent_state import (
     arguments_hash,
     check_budget,
     check_workspace_budget,
+    enabled_builtins,
     needs_approval,
 )
 from agentflow.core.chat import Message, ModelRequest, ToolCall, ToolSchema, Usage
@@ -38,6 +39,18 @@ def test_the_actions_map_decides_which_built_ins_the_model_sees() -> None:
     assert allowed_tools(both) == ["generate_plan", "create_task", "wait", "complete", "crm"]
     off = config(actions={"send_notifications": {"enabled": False}})
     assert "send_notification" not in allowed_tools(off)
+
+
+def test_tool_names_are_kept_per_config_object_never_mixed_up() -> None:
+    first = config(actions={"create_tasks": {"enabled": True}})
+    listed = allowed_tools(first)
+    listed.append("mutated by a caller")
+    assert allowed_tools(first) == ["generate_plan", "create_task", "complete"]  # a copy each time
+    # Many configs one after another: each gets its own names.
+    for n in range(50):
+        made = config(tools=[f"tool{n}"])
+        assert allowed_tools(made) == ["generate_plan", "complete", f"tool{n}"]
+    assert enabled_builtins(first) == ["generate_plan", "create_task", "complete"]
 
 
 def test_approvals_and_http_tools_are_validated() -> None:

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from agentflow.core.chat import Message, ModelRequest, ToolSchema
+from agentflow.llm import usage_estimate
 from agentflow.llm.usage_estimate import compact_length
 
 
@@ -38,3 +40,27 @@ def test_the_length_is_what_json_dumps_writes(doc: Any) -> None:
 def test_only_some_float_spellings_differ_and_by_a_character() -> None:
     for value in (1e-07, 5e-324, 1.5e-10):
         assert abs(compact_length({"f": value}) - _written({"f": value})) <= 1
+
+
+def test_a_schema_is_counted_once_and_an_equal_new_one_on_its_own() -> None:
+    tool = ToolSchema("lookup", "Find a record.", {"type": "object", "properties": {"q": {"type": "string"}}})
+    request = ModelRequest(model="m", messages=(Message("user", "hi"),), tools=(tool,))
+    first = usage_estimate.estimate_usage(request, Message("assistant", "ok"))
+    counted: list[Any] = []
+    real = usage_estimate.compact_length
+
+    def counting(doc: Any) -> int:
+        counted.append(doc)
+        return real(doc)
+
+    usage_estimate.compact_length = counting  # type: ignore[assignment]
+    try:
+        again = usage_estimate.estimate_usage(request, Message("assistant", "ok"))
+        assert counted == [] and again == first  # the schema's length was kept
+        wider = ToolSchema("lookup", "Find a record by name.", tool.parameters)
+        bigger = usage_estimate.estimate_usage(
+            ModelRequest(model="m", messages=request.messages, tools=(wider,)), Message("assistant", "ok")
+        )
+        assert len(counted) == 1 and bigger.input_tokens >= first.input_tokens
+    finally:
+        usage_estimate.compact_length = real  # type: ignore[assignment]

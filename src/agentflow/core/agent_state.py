@@ -225,15 +225,38 @@ def _figure(name: str, value: float) -> str:
 def enabled_builtins(config: AgentConfig) -> list[str]:
     """The built-in tools the model sees: ``generate_plan`` and ``complete`` always, the others
     when their ``actions`` entry is enabled."""
-    names = ["generate_plan"]
-    names += [tool for action, tool in ACTION_TOOLS.items() if config.action(action).enabled]
-    return [*names, "complete"]
+    return list(_tool_names(config)[0])
 
 
 def allowed_tools(config: AgentConfig) -> list[str]:
     """Every tool name the model may call in this workflow (its allow-list)."""
-    names = enabled_builtins(config) + list(config.tools) + [t.name for t in config.http_tools]
-    return names + [node.id for node in config.node_tools]
+    return list(_tool_names(config)[1])
+
+
+_KEPT_CONFIGS = 256
+_TOOL_NAMES: dict[int, tuple[AgentConfig, tuple[str, ...], tuple[str, ...]]] = {}
+"""A config's built-in and allowed tool names by the config's identity (kept with it, so the
+id stays its own): a worker asks for them at every decision and act (about 6 µs each time)."""
+
+
+def _tool_names(config: AgentConfig) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    kept = _TOOL_NAMES.get(id(config))
+    if kept is None or kept[0] is not config:
+        builtins = (
+            "generate_plan",
+            *(t for a, t in ACTION_TOOLS.items() if config.action(a).enabled),
+            "complete",
+        )
+        allowed = (
+            *builtins,
+            *config.tools,
+            *(t.name for t in config.http_tools),
+            *(n.id for n in config.node_tools),
+        )
+        if len(_TOOL_NAMES) >= _KEPT_CONFIGS:
+            _TOOL_NAMES.clear()
+        kept = _TOOL_NAMES[id(config)] = (config, builtins, allowed)
+    return kept[1], kept[2]
 
 
 def needs_approval(config: AgentConfig, tool: str) -> bool:

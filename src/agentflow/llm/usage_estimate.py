@@ -9,7 +9,12 @@ from typing import Any
 
 import orjson
 
-from agentflow.core.chat import Message, ModelRequest, Usage
+from agentflow.core.chat import Message, ModelRequest, ToolSchema, Usage
+
+_KEPT = 512
+_SCHEMA_LENGTHS: dict[int, tuple[ToolSchema, int]] = {}
+"""Each tool schema's length by the schema's identity (kept with it, so the id stays its
+own): a worker offers the same few schema objects at every decision."""
 
 
 def estimate_usage(request: ModelRequest, reply: Message) -> Usage:
@@ -18,13 +23,23 @@ def estimate_usage(request: ModelRequest, reply: Message) -> Usage:
     Input counts every request message's content and the tool schemas (as compact JSON);
     output counts the reply's content and its tool calls (as compact JSON). Nothing is cached.
     """
-    schemas = sum(
-        compact_length({"name": t.name, "description": t.description, "parameters": t.parameters})
-        for t in request.tools
-    )
+    schemas = sum(_schema_length(t) for t in request.tools)
     input_chars = sum(len(m.content) for m in request.messages) + schemas
     output_chars = len(reply.content) + sum(compact_length(call.to_json()) for call in reply.tool_calls)
     return Usage(math.ceil(input_chars / 4), math.ceil(output_chars / 4), 0)
+
+
+def _schema_length(tool: ToolSchema) -> int:
+    kept = _SCHEMA_LENGTHS.get(id(tool))
+    if kept is not None and kept[0] is tool:
+        return kept[1]
+    length = compact_length(
+        {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
+    )
+    if len(_SCHEMA_LENGTHS) >= _KEPT:
+        _SCHEMA_LENGTHS.clear()
+    _SCHEMA_LENGTHS[id(tool)] = (tool, length)
+    return length
 
 
 def compact_length(doc: Any) -> int:
