@@ -21,7 +21,8 @@ def estimate_usage(request: ModelRequest, reply: Message) -> Usage:
     """Tokens as ``ceil(characters / 4)``: a stable stand-in for a tokenizer.
 
     Input counts every request message's content and the tool schemas (as compact JSON);
-    output counts the reply's content and its tool calls (as compact JSON). Nothing is cached.
+    output counts the reply's content and its tool calls (as compact JSON). No input counts as
+    cached.
     """
     schemas = sum(_schema_length(t) for t in request.tools)
     input_chars = sum(len(m.content) for m in request.messages) + schemas
