@@ -232,7 +232,7 @@ async def test_statements_one_after_another_reuse_the_groups_connection(
     assert (await _values(engine))[ids[0]] == 5
 
 
-async def test_a_connection_that_broke_while_kept_fails_one_statement_and_is_not_reused(
+async def test_a_kept_connection_the_server_closed_is_not_used(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(commit_groups, "HOLD", 5.0)  # still kept when the server drops it
@@ -242,13 +242,25 @@ async def test_a_connection_that_broke_while_kept_fails_one_statement_and_is_not
     first = await group.fetchrow(BUMP_BACKEND, "t", ids[0], 1)
     assert first is not None
     await pool.execute("SELECT pg_terminate_backend($1)", first["pid"])  # the server drops it
+    await _until(lambda: _closed(group._kept[0]))
 
-    # asyncpg tells it as a lost connection, or as its protocol state (the server's notice
-    # arrived first), as it does for a connection that broke while idle in the pool.
-    with pytest.raises(
-        (asyncpg.ConnectionDoesNotExistError, asyncpg.InterfaceError, asyncpg.InternalClientError)
-    ):
-        await group.fetchrow(BUMP_BACKEND, "t", ids[0], 1)
+    again = await group.fetchrow(BUMP_BACKEND, "t", ids[0], 1)  # on a new connection, no error
+
+    assert again is not None and again["pid"] != first["pid"]
+    assert (await _values(engine))[ids[0]] == 2
+    group.give_back()
+
+
+async def test_a_connection_lost_by_its_statement_is_not_kept(engine: Engine) -> None:
+    ids = await _table(engine, 1)
+    group = CommitGroup(engine.db.pool)
+    first = await group.fetchrow(BUMP_BACKEND, "t", ids[0], 1)
+    assert first is not None
+
+    with pytest.raises(asyncpg.PostgresConnectionError) as lost:  # it ends its own connection
+        await group.fetchrow(BUMP_OR_DIE, "t", ids[0], 0)
+    assert unavailable(lost.value)  # its caller hands the run back, as after an outage
+    assert group._kept == []
     again = await group.fetchrow(BUMP_BACKEND, "t", ids[0], 1)
 
     assert again is not None and again["pid"] != first["pid"]
@@ -266,6 +278,13 @@ async def test_a_failed_statement_gives_its_connection_back_at_once(engine: Engi
         await group.fetchrow(BUMP, "t", ids[0], 0)
 
     assert pool.get_idle_size() == idle  # not kept: only a statement that succeeded is
+
+
+def _closed(conn: Any) -> bool:
+    try:
+        return bool(conn.is_closed())
+    except asyncpg.InterfaceError:  # asyncpg gave it back to the pool when it closed
+        return True
 
 
 class _CountingPool:

@@ -186,8 +186,18 @@ class CommitGroup:
         _settle(item, row=row)
 
     async def _connection(self) -> Any:
-        """An idle connection the group kept, else one from the pool."""
-        return self._kept.pop() if self._kept else await self._pool.acquire()
+        """An idle connection the group kept, else one from the pool. One the server closed
+        meanwhile is not used, as the pool skips its own closed ones (asyncpg has given it
+        back to the pool already, or the pool gets it back and replaces it)."""
+        while self._kept:
+            conn = self._kept.pop()
+            try:
+                if not conn.is_closed():
+                    return conn
+            except asyncpg.InterfaceError:  # closed, and already back in the pool
+                continue
+            self._give_back([conn])
+        return await self._pool.acquire()
 
     def _keep(self, conn: Any) -> None:
         """Keep ``conn`` (its statement succeeded) for the next statement, for ``HOLD``."""
