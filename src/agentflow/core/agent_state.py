@@ -19,6 +19,7 @@ from agentflow.core.agent_config import ACTION_TOOLS, Budget
 from agentflow.core.chat import ToolCall, Usage
 from agentflow.core.definitions import AgentConfig
 from agentflow.core.frozen import frozen
+from agentflow.core.identity_memo import IdentityMemo
 
 DECIDE = "decide"
 ACT = "act"
@@ -233,30 +234,24 @@ def allowed_tools(config: AgentConfig) -> list[str]:
     return list(_tool_names(config)[1])
 
 
-_KEPT_CONFIGS = 256
-_TOOL_NAMES: dict[int, tuple[AgentConfig, tuple[str, ...], tuple[str, ...]]] = {}
-"""A config's built-in and allowed tool names by the config's identity (kept with it, so the
-id stays its own): a worker asks for them at every decision and act (about 6 µs each time)."""
+def _names_of(config: AgentConfig) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    builtins = (
+        "generate_plan",
+        *(t for a, t in ACTION_TOOLS.items() if config.action(a).enabled),
+        "complete",
+    )
+    allowed = (
+        *builtins,
+        *config.tools,
+        *(t.name for t in config.http_tools),
+        *(n.id for n in config.node_tools),
+    )
+    return builtins, allowed
 
 
-def _tool_names(config: AgentConfig) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    kept = _TOOL_NAMES.get(id(config))
-    if kept is None or kept[0] is not config:
-        builtins = (
-            "generate_plan",
-            *(t for a, t in ACTION_TOOLS.items() if config.action(a).enabled),
-            "complete",
-        )
-        allowed = (
-            *builtins,
-            *config.tools,
-            *(t.name for t in config.http_tools),
-            *(n.id for n in config.node_tools),
-        )
-        if len(_TOOL_NAMES) >= _KEPT_CONFIGS:
-            _TOOL_NAMES.clear()
-        kept = _TOOL_NAMES[id(config)] = (config, builtins, allowed)
-    return kept[1], kept[2]
+_tool_names = IdentityMemo(_names_of)
+"""A config's built-in and allowed tool names: asked at every decision and act (about 6 µs
+each time when worked out)."""
 
 
 def needs_approval(config: AgentConfig, tool: str) -> bool:

@@ -10,11 +10,7 @@ from typing import Any
 import orjson
 
 from agentflow.core.chat import Message, ModelRequest, ToolSchema, Usage
-
-_KEPT = 512
-_SCHEMA_LENGTHS: dict[int, tuple[ToolSchema, int]] = {}
-"""Each tool schema's length by the schema's identity (kept with it, so the id stays its
-own): a worker offers the same few schema objects at every decision."""
+from agentflow.core.identity_memo import IdentityMemo
 
 
 def estimate_usage(request: ModelRequest, reply: Message) -> Usage:
@@ -30,17 +26,12 @@ def estimate_usage(request: ModelRequest, reply: Message) -> Usage:
     return Usage(math.ceil(input_chars / 4), math.ceil(output_chars / 4), 0)
 
 
-def _schema_length(tool: ToolSchema) -> int:
-    kept = _SCHEMA_LENGTHS.get(id(tool))
-    if kept is not None and kept[0] is tool:
-        return kept[1]
-    length = compact_length(
-        {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
-    )
-    if len(_SCHEMA_LENGTHS) >= _KEPT:
-        _SCHEMA_LENGTHS.clear()
-    _SCHEMA_LENGTHS[id(tool)] = (tool, length)
-    return length
+def _length_of(tool: ToolSchema) -> int:
+    return compact_length({"name": tool.name, "description": tool.description, "parameters": tool.parameters})
+
+
+_schema_length = IdentityMemo(_length_of, limit=512)
+"""Each tool schema's length: a worker offers the same few schema objects at every decision."""
 
 
 def compact_length(doc: Any) -> int:
