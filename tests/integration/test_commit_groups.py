@@ -17,6 +17,7 @@ from uuid import UUID
 
 import asyncpg
 import pytest
+import uvloop
 
 from agentflow.engine import Engine
 from agentflow.store import commit_groups
@@ -323,3 +324,40 @@ async def test_a_small_pool_keeps_nothing_for_the_group(engine: Engine) -> None:
             group.give_back()
     finally:
         await small.close()
+
+
+async def test_an_idle_group_on_uvloop_gives_its_connection_back_without_spinning(database_url: str) -> None:
+    # uvloop's clock counts whole milliseconds. The expiry used to look again after the rest
+    # of HOLD however small: a rest under a millisecond made its timer fire on every turn of
+    # the loop, the clock unchanged, until the next tick (hundreds of calls each time).
+    async def idle_stretches() -> list[int]:
+        pool = await asyncpg.create_pool(database_url, min_size=1, max_size=8)
+        group = CommitGroup(pool)
+        expiries = 0
+        expire = group._expire
+
+        def counted() -> None:
+            nonlocal expiries
+            expiries += 1
+            expire()
+
+        group._expire = counted  # type: ignore[method-assign]
+        per_stretch: list[int] = []
+        try:
+            for _ in range(12):
+                expiries = 0
+                for _ in range(3):  # used again within HOLD: the expiry looks again
+                    assert (
+                        await group.fetchrow("SELECT $1::text AS tag, $2::uuid AS id", "t", uuid.uuid4())
+                        is not None
+                    )
+                    await asyncio.sleep(commit_groups.HOLD / 3)
+                await _until(lambda: not group._kept)  # given back once idle
+                per_stretch.append(expiries)
+        finally:
+            await pool.close()
+        return per_stretch
+
+    per_stretch = await asyncio.to_thread(uvloop.run, idle_stretches())
+
+    assert max(per_stretch) <= 4, per_stretch

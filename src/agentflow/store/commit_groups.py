@@ -44,6 +44,10 @@ HOLD = 0.005
 MAX_KEPT = 4
 """Idle connections a group keeps at most (a group's distinct statements go at once), and
 never more than a quarter of its pool's (a small pool's other users must not wait for them)."""
+TICK = 0.001
+"""The coarsest event loop clock's step (uvloop's counts whole milliseconds): an idle stretch
+closer than this to ``HOLD`` counts as over, else its timer would fire again and again within
+one tick, the clock unchanged, spinning the loop for up to a millisecond."""
 
 
 class RowFetcher(Protocol):
@@ -213,9 +217,9 @@ class CommitGroup:
     def _expire(self) -> None:
         self._expiry = None
         loop = asyncio.get_running_loop()
-        idle = loop.time() - self._last_used
-        if idle < HOLD and self._kept:  # used meanwhile: look again when it may be idle
-            self._expiry = loop.call_later(HOLD - idle, self._expire)
+        rest = self._last_used + HOLD - loop.time()
+        if rest >= TICK and self._kept:  # used meanwhile: look again when it may be idle
+            self._expiry = loop.call_later(rest, self._expire)
             return
         self.give_back()
 
