@@ -72,6 +72,16 @@ def test_steps_that_need_their_own_checkpoint_do_not_wait(
     assert not deferrable(CONFIG, outcome, cursor), why
 
 
+def test_a_node_that_acts_waits_only_beside_a_step_already_ended() -> None:
+    outcome = ran("call", at(3))
+    assert not deferrable(CONFIG, outcome, at(3))
+    assert deferrable(CONFIG, outcome, at(3), beside=True)
+    with_task = replace(outcome, effects=Effects(tasks=[{"title": "t"}]))
+    assert not deferrable(CONFIG, with_task, at(3), beside=True)  # its writes go in its own commit
+    failed = ran("call", at(3), step_status="failed")
+    assert not deferrable(CONFIG, failed, at(3), beside=True)
+
+
 def test_a_pure_step_with_writes_of_its_own_does_not_wait() -> None:
     outcome = ran("shape", at(3))
     with_task = replace(outcome, effects=Effects(tasks=[{"title": "t"}]))

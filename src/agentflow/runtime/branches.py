@@ -82,12 +82,14 @@ class BranchDriver:
         counter = cursor.step_seq  # the next number no activation has taken
         seen_at = time.monotonic()  # when cursor.now was the database's time
         pure = PureSteps()
+        holding = False  # a step is kept beside an ended one: checkpoint that before starting more
         try:
             while True:
                 now = _estimate(cursor.now, seen_at)
                 state = planner.released(self.config, cursor.state, now, inbox_news=bool(cursor.inbox.view()))
                 current = frontier.load(state, self._graph)
-                if not self._stopping.is_set():
+                # Nothing starts while a step kept beside another waits for that one's checkpoint.
+                if not self._stopping.is_set() and not holding:
                     current, state, counter = self._start(cursor, current, state, counter)
                 cursor = replace(cursor, state=state)
                 if not self._running:
@@ -112,7 +114,14 @@ class BranchDriver:
                 # A pure step that ended with nothing else running rides in the next checkpoint:
                 # the activations it readies take their numbers by place, as a worker that
                 # runs it again from the stored state gives them.
-                if not self._running and pure.keep(self.config, outcome, cursor):
+                if not holding and not self._running and pure.keep(self.config, outcome, cursor):
+                    cursor = cursor.after(outcome)
+                    counter = cursor.step_seq
+                    continue
+                # A step that ended beside others already ended rides in their checkpoint,
+                # which goes out at once: the branches of a fan-out share a commit.
+                holding = self._another_ended() and pure.keep(self.config, outcome, cursor, beside=True)
+                if holding:
                     cursor = cursor.after(outcome)
                     counter = cursor.step_seq
                     continue
@@ -162,6 +171,10 @@ class BranchDriver:
             self._running[task] = activation
             self._steps.add(task)
         return marked, state, counter
+
+    def _another_ended(self) -> bool:
+        """Whether a running activation has ended already (its outcome is next at once)."""
+        return any(task.done() for task in self._running)
 
     async def _first_ended(self, current: frontier.Frontier, now: datetime | None) -> step.Ran | None:
         """The first running activation to end, or None when a timer falls due first."""

@@ -1,11 +1,15 @@
-"""Steps of pure nodes (``NodeSpec.pure``) that a held run ran since its last checkpoint: their
-rows ride in the next step's checkpoint instead of a commit each.
+"""Steps that a held run ran since its last checkpoint and whose rows ride in the next step's
+checkpoint instead of a commit each: steps of pure nodes (``NodeSpec.pure``), and in a run
+whose branches run at once, any step that ended beside another already ended.
 
 A pure node only computes its output from what it reads, so a worker that dies before that
 checkpoint loses nothing another cannot redo: the next claim runs the steps again from the
-stored state, with the same numbers, and gets what the lost checkpoint would have held. The
-checkpoint that writes them is fenced on the step counter the run's row still holds (that of
-the first of them) and moves it where the last step leaves it.
+stored state, with the same numbers, and gets what the lost checkpoint would have held. A
+step that ended beside another loses nothing either: the other's checkpoint goes out at once,
+no later than the step's own would have, and nothing starts before it, so no step's effects
+wait on it longer than they did. The checkpoint that writes them is fenced on the step counter
+the run's row still holds (that of the first of them) and moves it where the last step leaves
+it.
 """
 
 from __future__ import annotations
@@ -22,15 +26,18 @@ MAX_KEPT = 16
 """Pure steps one checkpoint may carry besides its own."""
 
 
-def deferrable(config: StructuredConfig, outcome: StepOutcome, cursor: Cursor) -> bool:
+def deferrable(
+    config: StructuredConfig, outcome: StepOutcome, cursor: Cursor, *, beside: bool = False
+) -> bool:
     """Whether ``outcome`` may be written with the next step's checkpoint instead of its own:
-    the first attempt of a pure node's step that completed and moves the run on with nothing
-    else to write, in a state without timers or loops (those need the database's clock or
-    counts at their checkpoint)."""
+    the first attempt of a pure node's step (of any node's with ``beside``: another step has
+    ended already and is checkpointed at once) that completed and moves the run on with
+    nothing else to write, in a state without timers or loops (those need the database's clock
+    or counts at their checkpoint)."""
     node_id, run = outcome.step.node_id, outcome.run
     return (
         node_id is not None
-        and config.node(node_id).pure
+        and (beside or config.node(node_id).pure)
         and cursor.attempt == 0
         and outcome.step.status == "completed"
         and run.advance
@@ -55,10 +62,12 @@ class PureSteps:
         self.kept: list[PriorStep] = []
         self._counter = 0
 
-    def keep(self, config: StructuredConfig, outcome: StepOutcome, cursor: Cursor) -> bool:
+    def keep(
+        self, config: StructuredConfig, outcome: StepOutcome, cursor: Cursor, *, beside: bool = False
+    ) -> bool:
         """Keep ``outcome`` (the step ``cursor`` was at) for the next checkpoint when it may
-        wait for it; False: checkpoint it now."""
-        if len(self.kept) >= MAX_KEPT or not deferrable(config, outcome, cursor):
+        wait for it (``beside``: as ``deferrable``); False: checkpoint it now."""
+        if len(self.kept) >= MAX_KEPT or not deferrable(config, outcome, cursor, beside=beside):
             return False
         if not self.kept:
             self._counter = cursor.step_seq  # what the run's row holds
