@@ -14,8 +14,7 @@ from uuid import UUID
 import pytest
 
 import agentflow
-import tests.support.fault_tools  # registers checkpointed_task
-import tests.support.tools  # noqa: F401  (registers add)
+import tests.support.tools  # noqa: F401  (registers add and echo)
 from agentflow import StepContext
 from agentflow.engine import Engine
 from agentflow.runtime.worker import Worker
@@ -24,6 +23,8 @@ from agentflow.store import runs
 _WRITTEN: dict[UUID, set[str]] = {}
 """Per run, the nodes whose rows a checkpoint has written (its own step and those riding in it),
 recorded once the checkpoint returned."""
+_RIDERS: dict[UUID, set[str]] = {}
+"""Per run, the nodes whose rows rode in another step's checkpoint."""
 
 
 @pytest.fixture(autouse=True)
@@ -35,17 +36,29 @@ def recorded_checkpoints(monkeypatch: pytest.MonkeyPatch) -> None:
         run_id, step = args[2], args[6]
         prior = kwargs.get("prior", args[8] if len(args) > 8 else ())
         if done is not None:
-            _WRITTEN.setdefault(run_id, set()).update({step.node_id, *(p.step.node_id for p in prior)})
+            riders = {p.step.node_id for p in prior}
+            _WRITTEN.setdefault(run_id, set()).update({step.node_id, *riders})
+            _RIDERS.setdefault(run_id, set()).update(riders)
         return done
 
     monkeypatch.setattr(runs, "checkpoint", recording)
     _WRITTEN.clear()
+    _RIDERS.clear()
+
+
+# Async tools that never suspend: the branches started together end on the same turn of the
+# loop, however loaded the machine (a sync tool runs in a thread and may end later).
+@agentflow.tool
+async def recorded_before(ctx: StepContext, node: str) -> bool:
+    """Whether ``node``'s step was checkpointed before this step started."""
+    return node in _WRITTEN.get(ctx.run_id, set())
 
 
 @agentflow.tool
-def recorded_before(ctx: StepContext, node: str) -> bool:
-    """Whether ``node``'s step was checkpointed before this step started."""
-    return node in _WRITTEN.get(ctx.run_id, set())
+async def follow_up(ctx: StepContext, title: str) -> str:
+    """Ask for a task row written in the step's checkpoint."""
+    ctx.create_task(title, assignee="owner@example.com")
+    return title
 
 
 def diamond(name: str, left: dict[str, Any], right: dict[str, Any]) -> dict[str, Any]:
@@ -88,14 +101,15 @@ async def _finished(engine: Engine, name: str) -> Any:
 async def test_branches_that_end_together_share_a_commit_and_their_successors_start_after_it(
     engine: Engine, worker: Worker
 ) -> None:
-    add = {"type": "tool", "tool": "add"}
+    echo = {"type": "tool", "tool": "echo"}
     await engine.publish_workflow(
-        diamond("shared", {**add, "args": {"a": 1, "b": 10}}, {**add, "args": {"a": 1, "b": 100}})
+        diamond("shared", {**echo, "args": {"value": "left"}}, {**echo, "args": {"value": "right"}})
     )
 
     for _ in range(3):
         done = await _finished(engine, "shared")
         assert done.output == {"after_left": True, "after_right": True}  # each saw its branch recorded
+        assert {"left", "after_left"} <= _RIDERS[done.id]
         tx = await _transactions(engine, done.id)
         assert tx["left"][0] == tx["right"][0]  # one commit for both branches
         assert tx["after_left"][0] == tx["after_right"][0]  # and for their successors
@@ -106,16 +120,19 @@ async def test_branches_that_end_together_share_a_commit_and_their_successors_st
         assert listed[:1] == ["start"] and listed[-2:] == ["join", "done"], listed
 
 
-async def test_a_branch_with_writes_of_its_own_commits_alone(engine: Engine, worker: Worker) -> None:
-    task = {"type": "tool", "tool": "checkpointed_task", "args": {"title": "follow up"}}
+async def test_a_branch_with_writes_of_its_own_is_never_kept_for_another_commit(
+    engine: Engine, worker: Worker
+) -> None:
+    task = {"type": "tool", "tool": "follow_up"}
     await engine.publish_workflow(
-        diamond("own_writes", task, {"type": "tool", "tool": "add", "args": {"a": 1, "b": 2}})
+        diamond("own_writes", {**task, "args": {"title": "left"}}, {**task, "args": {"title": "right"}})
     )
 
     done = await _finished(engine, "own_writes")
 
     assert done.output == {"after_left": True, "after_right": True}
+    assert not {"left", "right"} & _RIDERS.get(done.id, set())  # each task's step commits alone
     tx = await _transactions(engine, done.id)
-    assert tx["left"][0] != tx["right"][0]  # the task's step is not kept for another's commit
-    tasks = await engine.db.pool.fetchval("SELECT count(*) FROM tasks WHERE run_id = $1", done.id)
-    assert tasks == 1
+    assert tx["left"][0] != tx["right"][0]
+    titles = await engine.db.pool.fetch("SELECT title FROM tasks WHERE run_id = $1 ORDER BY title", done.id)
+    assert [r["title"] for r in titles] == ["left", "right"]
