@@ -97,6 +97,19 @@ async def test_a_failing_statement_fails_alone_and_the_others_commit(engine: Eng
     assert values[ids[5]] == 0 and sum(values.values()) == 7
 
 
+async def test_a_statement_without_a_run_id_is_refused_and_the_group_goes_on(engine: Engine) -> None:
+    ids = await _table(engine, 2)
+    group = CommitGroup(engine.db.pool)
+
+    with pytest.raises(TypeError, match="run's id as its second argument"):
+        await asyncio.wait_for(group.fetchrow("SELECT $1::text AS tag", "t"), 5)
+    with pytest.raises(TypeError, match="run's id"):
+        await asyncio.wait_for(group.fetchrow(BUMP, "t", str(ids[0]), 1), 5)
+
+    rows = await asyncio.wait_for(asyncio.gather(*(group.fetchrow(BUMP, "t", i, 1) for i in ids)), 5)
+    assert [r["id"] for r in rows if r] == ids
+
+
 async def test_two_statements_of_one_run_go_in_order_in_separate_transactions(engine: Engine) -> None:
     ids = await _table(engine, 3)
     group = CommitGroup(engine.db.pool)

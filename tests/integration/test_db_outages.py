@@ -25,7 +25,7 @@ from agentflow.core.events import Event
 from agentflow.engine import Engine
 from agentflow.runtime.metrics import REGISTRY
 from agentflow.store import events, runs
-from agentflow.store.database import WAKE_CHANNEL, Connection
+from agentflow.store.database import WAKE_CHANNEL, Connection, unavailable
 from tests.conftest import make_settings
 from tests.support.http_server import error_code, serve
 from tests.support.pg_cluster import PostgresCluster
@@ -239,6 +239,43 @@ async def test_a_connection_lost_inside_a_transaction_is_503_not_500(engine: Eng
         assert int(lost.headers["retry-after"]) > 0
         # An interface error that is not an outage is a bug: still a 500.
         assert error_code(await client.get("/misuse"), 500) == "internal_error"
+
+
+async def test_a_backend_terminated_while_its_transaction_is_idle_counts_as_unavailable(
+    engine: Engine,
+) -> None:
+    # Terminated from outside between two statements of a transaction, the backend's last
+    # words can reach asyncpg before the connection closes: the next statement then finds the
+    # protocol halfway (InternalClientError "cannot switch to state ..."), about 17 times in 20
+    # with the commit a millisecond after the terminate (ConnectionDoesNotExistError or
+    # InterfaceError otherwise). Each is the same lost connection: a 503 and a retry, never a
+    # 500 or a worker loop that stops.
+    kinds: set[str] = set()
+    async with engine.db.pool.acquire() as admin:
+        for attempt in range(60):
+            conn = await asyncpg.connect(engine.db.url)
+            try:
+                transaction = conn.transaction()
+                await transaction.start()
+                await conn.execute("SELECT 1")
+                await admin.execute("SELECT pg_terminate_backend($1)", conn.get_server_pid())
+                await asyncio.sleep((0.0005, 0.001, 0.002)[attempt % 3])
+                with pytest.raises(
+                    (asyncpg.InterfaceError, asyncpg.InternalClientError, asyncpg.PostgresError)
+                ) as lost:
+                    await transaction.commit()
+                kinds.add(type(lost.value).__name__)
+                assert unavailable(lost.value), repr(lost.value)
+            finally:
+                conn.terminate()
+            if "InternalClientError" in kinds:
+                break
+    assert kinds
+    # What asyncpg raises for misuse stays a bug.
+    assert not unavailable(asyncpg.InternalClientError("got result for unknown protocol state 0"))
+    assert unavailable(
+        asyncpg.InternalClientError("cannot switch to state 15; another operation (2) is in progress")
+    )
 
 
 async def test_an_outage_reaching_the_catch_all_is_503_with_retry_after() -> None:

@@ -91,7 +91,15 @@ class CommitGroup:
         return self._pool
 
     async def fetchrow(self, query: str, *args: Any) -> asyncpg.Record | None:
-        """Send ``query`` with the next group; its row once that group's transaction committed."""
+        """Send ``query`` with the next group; its row once that group's transaction committed.
+
+        Raises:
+            TypeError: the second argument is not a run's id (the group could not place it).
+        """
+        if len(args) < 2 or not isinstance(args[1], UUID):
+            # Refused here: taken into a group, it would fail the group's task, and the
+            # group would take it again and again.
+            raise TypeError(f"a grouped statement takes its run's id as its second argument: {args[:2]!r}")
         future: asyncio.Future[asyncpg.Record | None] = asyncio.get_running_loop().create_future()
         self._pending.append(_Pending(query, args, future))
         self._send_next()

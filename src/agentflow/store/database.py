@@ -47,6 +47,7 @@ UNAVAILABLE_ERRORS: tuple[type[Exception], ...] = (
     asyncpg.InsufficientResourcesError,  # class 53: too many connections, out of memory or disk
     asyncpg.ReadOnlySQLTransactionError,  # a standby (after a failover): the primary comes back
     asyncpg.InterfaceError,  # only "connection is closed" ones; see ``unavailable``
+    asyncpg.InternalClientError,  # only a protocol a lost connection left halfway; see ``unavailable``
 )
 """What to catch around database calls that should wait for the database; ``unavailable`` decides."""
 
@@ -59,10 +60,16 @@ def unavailable(exc: BaseException) -> bool:
     """Whether ``exc`` says "the database cannot serve this now" (retry later, HTTP 503).
 
     The client's side of a lost connection is an ``InterfaceError`` ("connection is closed",
-    "the underlying connection is closed"); other interface errors are misuse, i.e. bugs.
+    "the underlying connection is closed"); other interface errors are misuse, i.e. bugs. A
+    backend terminated while its connection sat idle in a transaction can also leave asyncpg's
+    protocol halfway ("cannot switch to state 15; another operation (2) is in progress", an
+    ``InternalClientError`` raised by the next statement, the connection closed): that is the
+    same lost connection.
     """
     if isinstance(exc, asyncpg.InterfaceError):
         return "connection is closed" in str(exc)
+    if isinstance(exc, asyncpg.InternalClientError):
+        return "cannot switch to state" in str(exc)
     return isinstance(exc, UNAVAILABLE_ERRORS)
 
 
