@@ -28,6 +28,7 @@ from agentflow.core.ids import DEFAULT_WORKSPACE as DEFAULT_WORKSPACE
 from agentflow.core.ids import as_uuid
 from agentflow.core.records import RunRecord, StepRecord, VersionRecord, WorkflowRecord
 from agentflow.core.run_filters import RunFilter
+from agentflow.core.statuses import RunStatus
 from agentflow.core.tools import ToolRegistry
 from agentflow.credentials import Credentials
 from agentflow.evals import Evals
@@ -53,7 +54,7 @@ from agentflow.runtime.gatekeeper import EventGate
 from agentflow.runtime.lifecycle_listeners import LifecycleListeners
 from agentflow.runtime.worker import Worker
 from agentflow.settings import Settings, previous_sealing_keys, sealing_key
-from agentflow.store import reads, run_search, workflows
+from agentflow.store import reads, run_search, steps_ahead, workflows
 from agentflow.store.database import Database
 from agentflow.store.embedded import EmbeddedServer
 from agentflow.store.run_starts import Started
@@ -305,6 +306,9 @@ class Engine:
         found = await reads.get_run(self.db.pool, workspace_id, _uuid(run_id, "run_not_found"))
         if found is None:
             raise NotFoundError("run_not_found", f"no run {run_id} in this workspace")
+        if found.status == RunStatus.IN_PROGRESS and found.step_seq:
+            # Its row may lag the steps its worker wrote ahead of it (store.steps_ahead).
+            return await steps_ahead.caught_up(self.db.pool, found)
         return found
 
     async def list_runs(

@@ -13,7 +13,8 @@ from agentflow.core.config_validation import validate_config
 from agentflow.core.definitions import StructuredConfig
 from agentflow.core.statuses import RunStatus
 from agentflow.core.step_results import Transition
-from agentflow.runtime.pure_steps import MAX_KEPT, PureSteps, deferrable
+from agentflow.runtime import pure_steps
+from agentflow.runtime.pure_steps import MAX_AHEAD, MAX_KEPT, PureSteps, aheadable, deferrable
 from agentflow.runtime.step import Cursor, StepOutcome, _outcome
 from agentflow.store.checkpoints import Effects
 
@@ -109,3 +110,49 @@ def test_at_most_max_kept_steps_wait_for_one_checkpoint() -> None:
     kept = [pure.keep(CONFIG, ran("shape", at(n)), at(n)) for n in range(MAX_KEPT + 1)]
     assert kept == [True] * MAX_KEPT + [False]
     assert len(pure.kept) == MAX_KEPT
+
+
+def test_a_step_that_only_moves_the_run_on_may_be_written_ahead_after_a_full_checkpoint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pure = PureSteps()
+    outcome = ran("call", at(3))
+    assert aheadable(CONFIG, outcome, at(3))
+    assert not pure.may_write_ahead(CONFIG, outcome, at(3)), "the lease's first checkpoint is full"
+    pure.written()
+    assert pure.may_write_ahead(CONFIG, outcome, at(3))
+    assert not pure.may_write_ahead(CONFIG, ran("call", at(3, 1)), at(3, 1)), "a retried attempt"
+    taken = replace(outcome, run=replace(outcome.run, next_counter=5))
+    assert not aheadable(CONFIG, taken, at(3)), "a counter a claim could not tell from the step"
+    assert pure.keep(CONFIG, ran("shape", at(3)), at(3))
+    assert not pure.may_write_ahead(CONFIG, outcome, at(4)), "kept steps ride in a full checkpoint"
+    pure.written()
+    for seq in range(3, 3 + MAX_AHEAD):
+        assert pure.may_write_ahead(CONFIG, ran("call", at(seq)), at(seq))
+        pure.ahead(at(seq))
+    last = 3 + MAX_AHEAD
+    assert not pure.may_write_ahead(CONFIG, ran("call", at(last)), at(last)), "at most MAX_AHEAD"
+    pure.written()
+    monkeypatch.setattr(pure_steps, "AHEAD_SECS", 0.0)
+    assert not pure.may_write_ahead(CONFIG, outcome, at(3)), "only soon after a full checkpoint"
+
+
+def test_the_checkpoint_after_steps_written_ahead_is_fenced_on_the_rows_counter() -> None:
+    pure = PureSteps()
+    pure.written()
+    pure.ahead(at(3))
+    pure.ahead(at(4))
+    assert pure.row_counter(at(5)) == 3
+    fenced = pure.fence(ran("call", at(5))).run
+    assert (fenced.counter, fenced.next_counter) == (3, 6), "fenced on the row's, moved past the step"
+    failed = pure.fence(ran("call", at(5), step_status="failed", status=RunStatus.FAILED)).run
+    assert (failed.counter, failed.next_counter) == (3, 5), "a failed step still catches the row up"
+    assert pure.keep(CONFIG, ran("shape", at(5)), at(5))
+    assert pure.fence(ran("call", at(6))).run.counter == 3, "kept steps too"
+    pure.written()
+    assert pure.behind is None and pure.fence(ran("call", at(7))).run.counter == 7
+
+
+def test_a_claim_that_found_steps_ahead_fences_its_first_checkpoint_on_the_rows_counter() -> None:
+    pure = PureSteps(behind=2)
+    assert pure.fence(ran("call", at(5))).run.counter == 2

@@ -9,7 +9,8 @@ step that ended beside another loses nothing either: the other's checkpoint goes
 no later than the step's own would have, and nothing starts before it, so no step's effects
 wait on it longer than they did. The checkpoint that writes them is fenced on the step counter
 the run's row still holds (that of the first of them) and moves it where the last step leaves
-it.
+it. So is the checkpoint after steps written ahead of the run's row (``store.steps_ahead``):
+``behind`` keeps the counter that row still holds.
 """
 
 from __future__ import annotations
@@ -24,6 +25,11 @@ from agentflow.store.checkpoints import NO_EFFECTS, PriorStep
 
 MAX_KEPT = 16
 """Pure steps one checkpoint may carry besides its own."""
+MAX_AHEAD = 64
+"""Steps written ahead of the run's row at most between two full checkpoints."""
+AHEAD_SECS = 0.05
+"""Seconds after a full checkpoint that steps may be written ahead of the run's row: a
+reader of the row alone sees at most this much (and the step running then) behind."""
 
 
 def deferrable(
@@ -51,6 +57,18 @@ def deferrable(
     )
 
 
+def aheadable(config: StructuredConfig, outcome: StepOutcome, cursor: Cursor) -> bool:
+    """Whether ``outcome`` may be written as its row alone, ahead of the run's row
+    (``store.steps_ahead``): as ``deferrable`` for any node, and the step at the cursor's number
+    moving the counter one on (the number a claim gives back when it catches up)."""
+    seq = cursor.step_seq
+    return (
+        outcome.step.seq == seq
+        and outcome.run.next_counter in (None, seq + 1)
+        and deferrable(config, outcome, cursor, beside=True)
+    )
+
+
 class PureSteps:
     """The pure steps a run's driver keeps for its next checkpoint.
 
@@ -58,9 +76,34 @@ class PureSteps:
         kept: the steps, in the order they ran (empty after each checkpoint).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, behind: int | None = None) -> None:
         self.kept: list[PriorStep] = []
         self._counter = 0
+        self.behind = behind  # the row's counter while steps are written ahead of it
+        self._full_at: float | None = None  # when the last full checkpoint of this lease returned
+        self._ahead = 0  # steps written ahead since
+
+    def may_write_ahead(self, config: StructuredConfig, outcome: StepOutcome, cursor: Cursor) -> bool:
+        """Whether ``outcome`` may be written ahead of the run's row: not the lease's first
+        checkpoint (a full one resets the run's rescue counts, as progress does), with no kept
+        steps, within ``MAX_AHEAD`` and ``AHEAD_SECS`` of the last full checkpoint."""
+        return (
+            self._full_at is not None
+            and not self.kept
+            and self._ahead < MAX_AHEAD
+            and time.monotonic() - self._full_at < AHEAD_SECS
+            and aheadable(config, outcome, cursor)
+        )
+
+    def row_counter(self, cursor: Cursor) -> int:
+        """The step counter the run's row holds when ``cursor``'s step runs."""
+        return cursor.step_seq if self.behind is None else self.behind
+
+    def ahead(self, cursor: Cursor) -> None:
+        """The step ``cursor`` was at was written ahead of the run's row."""
+        if self.behind is None:
+            self.behind = cursor.step_seq
+        self._ahead += 1
 
     def keep(
         self, config: StructuredConfig, outcome: StepOutcome, cursor: Cursor, *, beside: bool = False
@@ -70,20 +113,23 @@ class PureSteps:
         if len(self.kept) >= MAX_KEPT or not deferrable(config, outcome, cursor, beside=beside):
             return False
         if not self.kept:
-            self._counter = cursor.step_seq  # what the run's row holds
+            self._counter = self.row_counter(cursor)
         self.kept.append(PriorStep(outcome.step, outcome.run.state, time.monotonic()))
         return True
 
     def fence(self, outcome: StepOutcome) -> StepOutcome:
         """``outcome``'s checkpoint, fenced on the counter the run's row holds when steps are
-        kept (moving it where ``outcome`` would)."""
-        if not self.kept:
+        kept or were written ahead of it (moving it where ``outcome`` would)."""
+        counter = self._counter if self.kept else self.behind
+        if counter is None:
             return outcome
         run = outcome.run
         own = outcome.step.seq if run.counter is None else run.counter
         moved = own + int(run.advance) if run.next_counter is None else run.next_counter
-        return replace(outcome, run=replace(run, counter=self._counter, next_counter=moved))
+        return replace(outcome, run=replace(run, counter=counter, next_counter=moved))
 
     def written(self) -> None:
-        """The kept steps were checkpointed."""
+        """The kept steps were checkpointed (and the run's row caught up with its steps)."""
         self.kept = []
+        self.behind = None
+        self._full_at, self._ahead = time.monotonic(), 0

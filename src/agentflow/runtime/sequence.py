@@ -2,8 +2,9 @@
 at a time (its graph does not fan out, or its ``max_parallel`` is 1).
 
 Each step is checkpointed before the next one starts, except the steps of pure nodes, whose
-rows ride in the next checkpoint (``runtime.pure_steps``). ``runtime.branches`` drives a graph
-run with several nodes running at once.
+rows ride in the next checkpoint (``runtime.pure_steps``). A graph run's step that only moves
+the run on, soon after a full checkpoint, is written as its row alone (``store.steps_ahead``).
+``runtime.branches`` drives a graph run with several nodes running at once.
 """
 
 from __future__ import annotations
@@ -17,8 +18,12 @@ from agentflow.runtime import log_context, step
 from agentflow.runtime.branches import Checkpoint, LoadLoops, Refresh
 from agentflow.runtime.failpoints import failpoint
 from agentflow.runtime.pure_steps import PureSteps
+from agentflow.store.checkpoints import Checkpointed
 
 Execute = Callable[[step.Cursor], Awaitable[step.StepOutcome]]
+WriteAhead = Callable[[step.StepOutcome, int], Awaitable[tuple[Checkpointed | None, bool]]]
+"""Writes a step ahead of the run's row, fenced on the counter that row holds (the int);
+answers what a checkpoint answers and whether it was written so (False: a full checkpoint)."""
 
 
 async def drive_in_sequence(
@@ -31,6 +36,8 @@ async def drive_in_sequence(
     refresh: Refresh,
     stopping: asyncio.Event,
     steps: set[asyncio.Future[Any]],
+    write_ahead: WriteAhead | None = None,
+    behind: int | None = None,
 ) -> bool:
     """Run the run's steps from ``cursor`` until it leaves this worker.
 
@@ -44,13 +51,17 @@ async def drive_in_sequence(
         refresh: the cursor after a checkpoint that reports new inbox deliveries.
         stopping: set when the worker stops: the run is handed back after its next checkpoint.
         steps: the worker's set of this run's running steps (canceled when the lease is lost).
+        write_ahead: writes a graph run's step that only moves it on as its row alone
+            (``store.steps_ahead``); None: every step is checkpointed in full.
+        behind: the step counter the run's row holds when the claim found steps written
+            ahead of it (``cursor`` is past them): the first checkpoint is fenced on it.
 
     Returns:
         True when the run is still ours and idle because the worker stops (the caller
         releases it); False when it left this worker.
     """
     structured = isinstance(config, StructuredConfig)
-    pure = PureSteps()
+    pure = PureSteps(behind)
     while True:
         if structured and "loops" in cursor.state and not cursor.state.get("ready"):
             # A loop wake: count its items (not before the steps of other branches).
@@ -73,10 +84,22 @@ async def drive_in_sequence(
             cursor = cursor.after(outcome)  # its row rides in the next checkpoint
             continue
         outcome = pure.fence(outcome)
-        done = await checkpoint(outcome, pure.kept)
+        ahead = False
+        if (
+            write_ahead is not None
+            and isinstance(config, StructuredConfig)
+            and not stopping.is_set()  # the run is handed back with its row caught up
+            and pure.may_write_ahead(config, outcome, cursor)
+        ):
+            done, ahead = await write_ahead(outcome, pure.row_counter(cursor))
+        else:
+            done = await checkpoint(outcome, pure.kept)
         if done is None:
             return False
-        pure.written()
+        if ahead:
+            pure.ahead(cursor)
+        else:
+            pure.written()
         cursor = await refresh(cursor.after(outcome, done), done)
         if stopping.is_set():
             return True

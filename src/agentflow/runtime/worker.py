@@ -16,7 +16,7 @@ import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import replace
+from typing import Any
 from uuid import UUID
 
 from agentflow.agent.env import AgentEnv
@@ -39,8 +39,9 @@ from agentflow.runtime.gatekeeper import EventGate
 from agentflow.runtime.leases import Held, Promises, keep_leases, release_after_outage, release_quietly
 from agentflow.runtime.lifecycle_listeners import LifecycleListeners
 from agentflow.runtime.sequence import drive_in_sequence
+from agentflow.runtime.step_writer import StepWriter
 from agentflow.settings import Settings
-from agentflow.store import inbox, reads, runs
+from agentflow.store import inbox, reads, runs, steps_ahead
 from agentflow.store.checkpoints import PriorStep
 from agentflow.store.commit_groups import CommitGroup
 from agentflow.store.database import TRANSACTION_CONFLICTS, UNAVAILABLE_ERRORS, Database, unavailable
@@ -92,7 +93,6 @@ class Worker:
         self._configs = ConfigCache(db.pool)
         # Begins and checkpoints of the runs driven here share commits (group commit).
         self._commits = CommitGroup(db.pool)
-        self._workflow_labels = metrics.BoundedLabels(settings.metrics_workflows_list)
         self._listeners = LifecycleListeners(db, self._configs)
         self.threads = ToolThreads()
         self.agents: AgentEnv = build_agent_env(db, settings, self._tools, self.threads, model=model)
@@ -112,6 +112,9 @@ class Worker:
         self._running = False
         self._listening = asyncio.Event()
         self._planned_wake = 0.0
+        self._writer = StepWriter(
+            db, settings, self._commits, self._listeners, self.name, plan_wake=self._plan_wake
+        )
         # Loops that run beside the claim loop: events -> runs, cron -> runs, the outbox ...
         self._companions: list[Companion] = (
             worker_companions(
@@ -270,6 +273,12 @@ class Worker:
         self._drivers.add(held.task)
         held.task.add_done_callback(functools.partial(self._forget, held))
 
+    def _plan_wake(self, due: float) -> None:
+        """Look for due runs at monotonic time ``due`` at the latest (a run waits until then)."""
+        if due < self._planned_wake:
+            self._planned_wake = due
+            self._wake.set()
+
     def _forget(self, held: Held, task: asyncio.Task[None]) -> None:
         self._drivers.discard(task)
         if self._held.get(held.run_id) is held:
@@ -282,11 +291,13 @@ class Worker:
         try:
             config = await self._configs.for_run(run)
             agent = isinstance(config, AgentConfig)
-            outputs = (
-                await reads.step_outputs(self.db.pool, run.workspace_id, run.id)
-                if run.step_seq and not agent
-                else {}
-            )
+            outputs: dict[str, Any] = {}
+            behind: int | None = None  # the counter the run's row holds when it lags its steps
+            if run.step_seq and not agent:
+                if not _in_branches(config):  # only a run driven in sequence writes steps ahead
+                    caught = await steps_ahead.caught_up(self.db.pool, run)
+                    behind, run = (None if caught is run else run.step_seq), caught
+                outputs = await reads.step_outputs(self.db.pool, run.workspace_id, run.id)
             # The inbox is read here and after a checkpoint that counts new deliveries, never
             # before every step: a step costs its checkpoint statement and nothing more.
             pending = await inbox.load(self.db.pool, run.workspace_id, run.id) if inbox_seq else EMPTY
@@ -296,7 +307,7 @@ class Worker:
             if not begun and not await runs.begin(self._commits, run.workspace_id, run.id, token, self.name):
                 logger.info("run %s: lease lost before its step began", run.id)
                 return
-            if await self._drive_steps(config, run, held, cursor):
+            if await self._drive_steps(config, run, held, cursor, behind):
                 await release_quietly(self.db.pool, run, token, self.name)
         except asyncio.CancelledError:
             logger.info("run %s: lease lost during its step; result discarded", run.id)
@@ -314,7 +325,12 @@ class Worker:
                 logger.exception("run %s: unexpected worker error; its lease will expire", run.id)
 
     async def _drive_steps(
-        self, config: AgentConfig | StructuredConfig, run: RunRecord, held: Held, cursor: step.Cursor
+        self,
+        config: AgentConfig | StructuredConfig,
+        run: RunRecord,
+        held: Held,
+        cursor: step.Cursor,
+        behind: int | None = None,
     ) -> bool:
         """Run the held run's steps until it leaves this worker: several nodes at a time when
         its graph fans out (``runtime.branches``), else one after another (``runtime.sequence``).
@@ -324,11 +340,11 @@ class Worker:
         async def checkpoint(
             outcome: step.StepOutcome, prior: Sequence[PriorStep]
         ) -> runs.Checkpointed | None:
-            return await self._checkpoint(run, token, outcome, config, prior)
+            return await self._writer.checkpoint(run, token, outcome, config, prior)
 
         load_loops = functools.partial(cursor_reads.count_loops, self.db.pool, run)
         refresh = functools.partial(cursor_reads.refresh, self.db.pool, run)
-        if isinstance(config, StructuredConfig) and config.parallel_limit > 1 and config.graph.fans_out:
+        if isinstance(config, StructuredConfig) and _in_branches(config):
             driver = BranchDriver(
                 config, run, self._env, token, checkpoint=checkpoint, load_loops=load_loops,
                 refresh=refresh, stopping=self._stopping, steps=held.steps,
@@ -340,61 +356,17 @@ class Worker:
                 return agent_step.execute(config, run, at, self.agents, token)
             return step.execute(config, run, at, self._env, token)
 
+        async def write_ahead(
+            outcome: step.StepOutcome, counter: int
+        ) -> tuple[runs.Checkpointed | None, bool]:
+            return await self._writer.write_ahead(run, token, outcome, config, counter)
+
         return await drive_in_sequence(
             config, cursor, execute=execute, checkpoint=checkpoint, load_loops=load_loops, refresh=refresh,
-            stopping=self._stopping, steps=held.steps,
+            stopping=self._stopping, steps=held.steps, write_ahead=write_ahead, behind=behind,
         )  # fmt: skip
 
-    async def _checkpoint(
-        self,
-        run: RunRecord,
-        token: int,
-        outcome: step.StepOutcome,
-        config: AgentConfig | StructuredConfig,
-        prior: Sequence[PriorStep] = (),
-    ) -> runs.Checkpointed | None:
-        """Write the outcome (with ``prior``, pure steps run before it); return the checkpoint
-        when the run still has immediate work here."""
-        if outcome.effects.children and tracing.enabled():  # children continue the run's trace
-            children = tracing.with_trace_parent(run, outcome.effects.children)
-            outcome = replace(outcome, effects=replace(outcome.effects, children=children))
-        if self.settings.lifecycle_events:
-            outcome = await self._listeners.with_events(run, outcome, prior[0].step.seq if prior else None)
-        failpoint("before_checkpoint")
-        done = await runs.checkpoint(
-            self._commits, run.workspace_id, run.id, token, self.name,
-            outcome.run, outcome.step, outcome.effects, prior,
-        )  # fmt: skip
-        failpoint("after_checkpoint")
-        if done is None:
-            metrics.FENCED.inc()
-            logger.warning("run %s: lease lost; checkpoint of step %s discarded", run.id, outcome.step.seq)
-            return None
-        labels = self._workflow_labels.of(config.name)
-        for earlier in prior:
-            metrics.observe_step(earlier.step.kind, earlier.step.status, earlier.step.duration, labels)
-        written, usage = outcome.step, outcome.effects.usage
-        metrics.observe_step(
-            written.kind, written.status, written.duration, labels,
-            *((usage.model, (usage.input_tokens, usage.output_tokens, usage.cached_input_tokens),
-               usage.usd_cost, usage.calls) if usage else ()),
-        )  # fmt: skip
-        status = RunStatus(done.status)
-        if done.cancel_requested and not status.is_terminal:
-            tell = self.settings.lifecycle_events and await self._listeners.tells(
-                run.workspace_id, "run.canceled"
-            )
-            if await runs.finish_cancel(self.db.pool, run.workspace_id, run.id, token, self.name, tell=tell):
-                metrics.RUNS_TERMINAL.labels("canceled").inc()
-                tracing.end_run(run, "canceled", workflow=config, reason="cancel_requested")
-            return None
-        if status.is_terminal:
-            metrics.RUNS_TERMINAL.labels(status.value).inc()
-            tracing.end_run(run, status.value, workflow=config, reason=outcome.run.status_reason,
-                            error=outcome.run.error)  # fmt: skip
-        if status == RunStatus.WAITING and done.due_in is not None:
-            due = time.monotonic() + max(done.due_in, 0.0)
-            if due < self._planned_wake:
-                self._planned_wake = due
-                self._wake.set()
-        return done if status == RunStatus.IN_PROGRESS else None
+
+def _in_branches(config: AgentConfig | StructuredConfig) -> bool:
+    """Whether the run's nodes run at once (``runtime.branches``), not one after another."""
+    return isinstance(config, StructuredConfig) and config.parallel_limit > 1 and config.graph.fans_out

@@ -1,0 +1,90 @@
+"""Steps written ahead of their run's row: a step that only moves its run on, as one row.
+
+A checkpoint writes two rows, the run's and the step's, and on PostgreSQL that commit costs
+about 1.5x a one-row insert (benchmarks/README.md). A step that completed on its first
+attempt and only moves its run on (still in progress, nothing else to write, no timers or
+loops) needs just its own row: it holds the state the run reached. ``write_ahead`` inserts it
+fenced on the lease as a checkpoint is, holding the run's row with ``FOR KEY SHARE`` until it
+commits: a claim that moves the lease (``FOR UPDATE``) waits for it or skips the run, and one
+that got there first leaves this insert nothing to write.
+
+The run's row meanwhile keeps the state and the step counter of its last full checkpoint, and
+the newest completed step at or past that counter is where the run stands (every other
+completed step is below it). The worker's next full checkpoint is fenced on the row's counter
+and catches the row up; a claim reads the steps ahead (``caught_up``); a run that stops being
+in progress otherwise is caught up by a trigger (migration 0039); a reader of a running run
+that must not lag reads ``caught_up`` too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+
+from agentflow.core.records import RunRecord
+from agentflow.store.checkpoints import Checkpointed, StepWrite
+from agentflow.store.commit_groups import RowFetcher
+
+_WRITE_AHEAD = """
+WITH r AS (
+    -- IS TRUE: found by its key, not through runs_by_status (see checkpoint_sql.CHECKPOINT).
+    SELECT workspace_id, id, status, cancel_requested, inbox_seq FROM runs
+    WHERE workspace_id = $1 AND id = $2 AND fencing_token = $3 AND lease_owner = $4
+      AND (status = 'in_progress') IS TRUE AND step_seq = $5::int
+    FOR KEY SHARE
+), s AS (
+    INSERT INTO run_steps (workspace_id, run_id, seq, attempt, node_id, kind, name, status,
+                           input, output, idempotency_key, worker, fencing_token,
+                           started_at, finished_at, state)
+    SELECT r.workspace_id, r.id, $6::int, $7, $8, $9, $10, 'completed', $11, $12,
+           r.id::text || ':' || $6::int, $4, $3, now() - make_interval(secs => $13), now(), $14::jsonb
+    FROM r
+)
+SELECT r.workspace_id, r.id, r.status, r.cancel_requested, r.inbox_seq, now() AS db_now FROM r
+"""
+
+_NEWEST_AHEAD = """
+SELECT seq, state FROM run_steps
+WHERE workspace_id = $1 AND run_id = $2 AND seq >= $3::int AND status = 'completed'
+ORDER BY seq DESC LIMIT 1
+"""
+
+
+async def write_ahead(
+    pool: RowFetcher,
+    workspace_id: UUID,
+    run_id: UUID,
+    token: int,
+    owner: str,
+    counter: int,
+    step: StepWrite,
+    state: dict[str, Any],
+) -> Checkpointed | None:
+    """Write ``step`` (completed, leaving the run in ``state``) as its row alone, fenced on
+    ``token`` and on ``counter``, the step counter the run's row holds.
+
+    ``pool`` may be a ``CommitGroup``. Returns what a checkpoint that leaves the run in
+    progress returns, or None when the lease was lost: nothing was written.
+    """
+    row = await pool.fetchrow(
+        _WRITE_AHEAD,
+        workspace_id, run_id, token, owner, counter,
+        step.seq, step.attempt, step.node_id, step.kind, step.name, step.input, step.output,
+        step.duration, state,
+    )  # fmt: skip
+    if row is None:
+        return None
+    return Checkpointed(row["status"], None, row["cancel_requested"], row["inbox_seq"], row["db_now"])
+
+
+async def caught_up(pool: asyncpg.Pool, run: RunRecord) -> RunRecord:
+    """``run`` as its steps say it stands: with the state and the counter of the newest step
+    written ahead of its row, if any (an in-progress run's row may lag its steps)."""
+    row = await pool.fetchrow(_NEWEST_AHEAD, run.workspace_id, run.id, run.step_seq)
+    if row is None:
+        return run
+    state = run.state if row["state"] is None else row["state"]
+    return replace(run, state=state, step_seq=row["seq"] + 1, attempt=0)

@@ -1,0 +1,172 @@
+"""Steps written ahead of their run's row (``store.steps_ahead``), on the real database.
+
+A step that only moves its run on is written as its row alone, fenced on the lease and on the
+counter the run's row holds, and holding that row (``FOR KEY SHARE``) until it commits. The
+run's row lags meanwhile: a claim, ``Engine.get_run`` and any end of the run that is not the
+worker's own checkpoint (a trigger, migration 0039) catch it up from the steps.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+import pytest
+
+from agentflow.bench.context import chain
+from agentflow.bench.tools import NOOP
+from agentflow.engine import Engine
+from agentflow.runtime import pure_steps, worker
+from agentflow.store import runs, steps_ahead
+from agentflow.store.checkpoints import RunWrite, StepWrite
+from tests.support.agents import running_worker
+
+OWNER, OTHER = "ahead-worker", "other-worker"
+
+
+def _step(seq: int) -> StepWrite:
+    return StepWrite(seq, 0, f"s{seq}", "tool", NOOP, "completed", {}, {"seq": seq}, None, 0.001)
+
+
+async def _held_after_one_step(engine: Engine) -> tuple[UUID, UUID, int]:
+    """A run of the chain claimed by ``OWNER``, its step 0 checkpointed in full (state x=0)."""
+    await engine.publish_workflow(chain("ahead", 6))
+    started = await engine.start_run("ahead")
+    [claimed] = await runs.claim(engine.db.pool, OWNER, 1, 30.0, 3)
+    run = claimed.run
+    moved = RunWrite("in_progress", None, {"x": 0}, None, None, advance=True)
+    assert await runs.checkpoint(
+        engine.db.pool, run.workspace_id, run.id, run.fencing_token, OWNER, moved, _step(0)
+    )
+    return run.workspace_id, started.id, run.fencing_token
+
+
+async def _write(
+    engine: Engine, ws: UUID, run_id: UUID, token: int, counter: int, seq: int, owner: str = OWNER
+) -> Any:
+    return await steps_ahead.write_ahead(
+        engine.db.pool, ws, run_id, token, owner, counter, _step(seq), {"x": seq}
+    )
+
+
+async def _row(engine: Engine, run_id: UUID) -> asyncpg.Record:
+    row = await engine.db.pool.fetchrow(
+        "SELECT step_seq, state, status, fencing_token FROM runs WHERE id = $1", run_id
+    )
+    assert row is not None
+    return row
+
+
+async def _expire(engine: Engine, run_id: UUID) -> None:
+    await engine.db.pool.execute(
+        "UPDATE runs SET lease_expires_at = now() - interval '1 s', due_at = now() - interval '1 s' WHERE id = $1",
+        run_id,
+    )
+
+
+async def test_a_step_written_ahead_leaves_the_row_behind_and_readers_catch_up(engine: Engine) -> None:
+    ws, run_id, token = await _held_after_one_step(engine)
+
+    done = await _write(engine, ws, run_id, token, 1, 1)
+    assert done is not None and done.status == "in_progress" and not done.cancel_requested
+    assert await _write(engine, ws, run_id, token, 1, 2) is not None
+
+    row = await _row(engine, run_id)
+    assert (row["step_seq"], row["state"]) == (1, {"x": 0}), "the run's row keeps its last full checkpoint"
+    seen = await engine.get_run(run_id)
+    assert (seen.step_seq, seen.state) == (3, {"x": 2}), "a reader sees where the steps took the run"
+    assert [s.seq for s in await engine.list_steps(run_id)] == [0, 1, 2]
+
+
+async def test_a_step_ahead_is_fenced_on_the_lease_and_on_the_rows_counter(engine: Engine) -> None:
+    ws, run_id, token = await _held_after_one_step(engine)
+
+    assert await _write(engine, ws, run_id, token, 2, 1) is None, "another counter than the row's"
+    assert await _write(engine, ws, run_id, token + 1, 1, 1) is None, "another lease's token"
+    assert await _write(engine, ws, run_id, token, 1, 1, owner=OTHER) is None, "another owner"
+    assert [s.seq for s in await engine.list_steps(run_id)] == [0], "nothing written"
+
+
+async def test_a_claim_waits_for_a_step_ahead_then_fences_its_writer_off(engine: Engine) -> None:
+    ws, run_id, token = await _held_after_one_step(engine)
+    await _write(engine, ws, run_id, token, 1, 1)
+    await _expire(engine, run_id)
+
+    async with engine.db.pool.acquire() as conn:
+        transaction = conn.transaction()
+        await transaction.start()
+        assert (
+            await steps_ahead.write_ahead(conn, ws, run_id, token, OWNER, 1, _step(2), {"x": 2}) is not None
+        )
+        # The uncommitted step holds the run's row: a claim skips it rather than take the run
+        # from under it (it would not see the step, and run it again).
+        assert await runs.claim(engine.db.pool, OTHER, 1, 30.0, 3) == []
+        await transaction.commit()
+
+    [claimed] = await runs.claim(engine.db.pool, OTHER, 1, 30.0, 3)
+    assert claimed.rescued and claimed.run.fencing_token == token + 1
+    caught = await steps_ahead.caught_up(engine.db.pool, claimed.run)
+    assert (caught.step_seq, caught.state) == (3, {"x": 2}), "the claim sees both steps written ahead"
+    assert await _write(engine, ws, run_id, token, 1, 3) is None, "the lost worker writes nothing now"
+    assert [s.seq for s in await engine.list_steps(run_id)] == [0, 1, 2]
+
+
+@pytest.mark.parametrize("trigger", [True, False])
+async def test_a_run_that_ends_outside_its_workers_checkpoint_is_caught_up(
+    engine: Engine, trigger: bool
+) -> None:
+    ws, run_id, token = await _held_after_one_step(engine)
+    await _write(engine, ws, run_id, token, 1, 1)
+    if not trigger:  # negative control: without migration 0039's trigger the row keeps lagging
+        await engine.db.pool.execute("ALTER TABLE runs DISABLE TRIGGER run_steps_caught_up")
+
+    await engine.db.pool.execute("UPDATE runs SET cancel_requested = true WHERE id = $1", run_id)
+    assert await runs.finish_cancel(engine.db.pool, ws, run_id, token, OWNER)
+
+    row = await _row(engine, run_id)
+    assert row["status"] == "canceled"
+    if trigger:
+        assert (row["step_seq"], row["state"]) == (2, {"x": 1})
+    else:
+        assert (row["step_seq"], row["state"]) == (1, {"x": 0})
+
+
+async def test_a_lost_run_the_claim_fails_keeps_the_state_its_steps_reached(engine: Engine) -> None:
+    ws, run_id, token = await _held_after_one_step(engine)
+    await runs.begin(engine.db.pool, ws, run_id, token, OWNER)
+    await _write(engine, ws, run_id, token, 1, 1)
+    await engine.db.pool.execute("UPDATE runs SET rescues = 3 WHERE id = $1", run_id)
+    await _expire(engine, run_id)
+
+    [claimed] = await runs.claim(engine.db.pool, OTHER, 1, 30.0, 3)
+
+    assert claimed.run.status.value == "failed" and claimed.run.status_reason == "worker_lost"
+    assert (claimed.run.step_seq, claimed.run.state) == (2, {"x": 1})
+
+
+async def test_a_chain_writes_its_middle_steps_ahead_and_completes_with_each_step_once(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pure_steps, "AHEAD_SECS", 60.0)  # a loaded machine must not end the stretch
+    real = steps_ahead.write_ahead
+    lags: list[tuple[int, int, int]] = []  # (step, the row's counter, what get_run says)
+
+    async def watched(*args: Any) -> Any:
+        done = await real(*args)
+        run_id, step = args[2], args[6]
+        lags.append(
+            (step.seq, (await _row(engine, run_id))["step_seq"], (await engine.get_run(run_id)).step_seq)
+        )
+        return done
+
+    monkeypatch.setattr(worker.steps_ahead, "write_ahead", watched)
+    await engine.publish_workflow(chain("ahead_chain", 12))
+    async with running_worker(engine, dispatch=False):
+        run = await engine.start_run("ahead_chain")
+        done = await engine.wait_for_run(run.id, timeout=30)
+
+    assert done.status.value == "completed" and done.step_seq == 12
+    # The first step (the lease's first checkpoint) and the last (it ends the run) in full.
+    assert lags == [(seq, 1, seq + 1) for seq in range(1, 11)]
+    assert [s.seq for s in await engine.list_steps(run.id)] == list(range(12))
