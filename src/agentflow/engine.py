@@ -412,15 +412,16 @@ class Engine:
         dispatch: bool = True,
         gate: EventGate | None = None,
         model: ModelProvider | None = None,
+        name: str | None = None,
     ) -> Worker:
         """A worker on this engine's database (call ``await worker.run()``); with ``dispatch``
         it also turns events into runs, asking ``gate`` about gated agent workflows; ``model``
         answers every model call (default: each workflow's ``model``). With
         ``settings.eager_start``, it takes this engine's starts (API and webhook calls) while it
-        runs (the last made)."""
+        runs (the last made). ``name``: its lease owner name (default host:pid:random)."""
         worker = Worker(
             self.db, self.settings, concurrency=concurrency, tools=tools, dispatch=dispatch, gate=gate,
-            model=model, sealing_key=self._sealing_key,
+            model=model, sealing_key=self._sealing_key, name=name,
         )  # fmt: skip
         if self.settings.eager_start:
             self._starts.local = self.webhooks.local = worker

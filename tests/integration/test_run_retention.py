@@ -17,6 +17,7 @@ from agentflow.api.app import create_app
 from agentflow.bench.tools import NOOP
 from agentflow.core.ids import DEFAULT_WORKSPACE
 from agentflow.engine import Engine
+from agentflow.runtime import pure_steps
 from agentflow.runtime.scheduler import Scheduler
 from agentflow.runtime.worker import Worker
 from agentflow.store import run_retention
@@ -211,9 +212,13 @@ async def long_run(engine: Engine, database_url: str, name: str) -> tuple[int, i
     raise AssertionError("the statistics never counted the run's checkpoints")
 
 
-async def test_checkpoints_of_an_unfinished_run_stay_hot_updates(engine: Engine, database_url: str) -> None:
+async def test_checkpoints_of_an_unfinished_run_stay_hot_updates(
+    engine: Engine, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The retention index names no column a checkpoint changes, so checkpoints touch no
     index (runs' fillfactor leaves room for that); an index on updated_at would break it."""
+    # Every step a full checkpoint (none written ahead of the run's row), so each updates it.
+    monkeypatch.setattr(pure_steps, "MAX_AHEAD", 0)
     updates, hot = await long_run(engine, database_url, "long")
     assert hot >= 0.9 * updates, (updates, hot)
     # Negative control: with an index on a column every checkpoint changes, none is HOT.

@@ -143,6 +143,8 @@ async def test_a_lost_run_the_claim_fails_keeps_the_state_its_steps_reached(engi
 
     assert claimed.run.status.value == "failed" and claimed.run.status_reason == "worker_lost"
     assert (claimed.run.step_seq, claimed.run.state) == (2, {"x": 1})
+    assert claimed.run.error is not None
+    assert claimed.run.error["message"].startswith("the worker running step 2 was lost"), claimed.run.error
 
 
 async def test_a_chain_writes_its_middle_steps_ahead_and_completes_with_each_step_once(

@@ -26,9 +26,7 @@ def worker(
     """Claim and execute runs until SIGTERM or Ctrl-C (then finish current steps and stop)."""
 
     async def go(engine: Engine) -> None:
-        w = engine.worker(concurrency=concurrency, dispatch=not no_dispatch)
-        if name:
-            w.name = name
+        w = engine.worker(concurrency=concurrency, dispatch=not no_dispatch, name=name)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, w.stop)

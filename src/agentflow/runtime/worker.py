@@ -88,7 +88,8 @@ class Worker:
         self.db = db
         self.settings = settings
         self.concurrency = concurrency or settings.worker_concurrency
-        self.name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        # Fixed for the worker's life: its leases, checkpoints and companions all carry it.
+        self._name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self._tools = tools or default_registry
         self._configs = ConfigCache(db.pool)
         # Begins and checkpoints of the runs driven here share commits (group commit).
@@ -130,6 +131,11 @@ class Worker:
             if dispatch
             else []
         )
+
+    @property
+    def name(self) -> str:
+        """The lease owner name (``name`` given, else host:pid:random)."""
+        return self._name
 
     def stop(self) -> None:
         """Stop claiming; running runs finish their current step and are released."""

@@ -53,14 +53,14 @@ UPDATE runs r SET
                  WHEN due.began THEN jsonb_build_object(
                 'code', 'worker_lost',
                 'message', format('the worker running step %s was lost %s times in a row while the'
-                                  ' step ran', r.step_seq, r.rescues + 1),
+                                  ' step ran', $RUNNING_STEP, r.rescues + 1),
                 'details', jsonb_build_object('while_step_ran', r.rescues + 1,
                                               'before_step_began', r.unstarted_rescues),
                 'solution', 'Find why workers die on this step (logs, memory), then retry the run.')
                  ELSE jsonb_build_object(
                 'code', 'worker_lost',
                 'message', format('workers that claimed the run were lost %s times before step %s'
-                                  ' began', r.unstarted_rescues + 1, r.step_seq),
+                                  ' began', r.unstarted_rescues + 1, $RUNNING_STEP),
                 'details', jsonb_build_object('while_step_ran', r.rescues,
                                               'before_step_began', r.unstarted_rescues + 1),
                 'solution', 'Find why workers die while loading this run (logs, memory: its'
@@ -83,6 +83,12 @@ FROM due
 WHERE r.ctid = due.tid
 RETURNING r.*, due.lapsed AS rescued
 """
+# The step a lost worker ran: past the steps it wrote ahead of the run's row, if any
+# (store.steps_ahead). Only a run the claim fails reads it.
+_RUNNING_STEP = """(SELECT coalesce(max(s.seq) + 1, r.step_seq) FROM run_steps s
+                      WHERE s.workspace_id = r.workspace_id AND s.run_id = r.id
+                        AND s.seq >= r.step_seq AND s.status = 'completed')"""
+_CLAIM = _CLAIM.replace("$RUNNING_STEP", _RUNNING_STEP)
 # The claim that also tells what it ended: run.failed (worker_lost) to the workspaces in $6,
 # run.canceled to those in $7, with the change, unless a lifecycle event started the run (the
 # same events and message ids a checkpoint or a cancel publishes).
