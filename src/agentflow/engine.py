@@ -324,21 +324,18 @@ class Engine:
         """Runs, newest first, optionally of one workflow and/or status; the items of the
         loops of run ``loop_of`` instead of runs that are not loop items."""
         workflow_id = (await self.get_workflow(workflow, workspace_id=workspace_id)).id if workflow else None
-        return await reads.list_runs(
-            self.db.pool,
-            workspace_id,
-            workflow_id=workflow_id,
-            status=status,
-            limit=limit,
-            before=before,
+        found = await reads.list_runs(
+            self.db.pool, workspace_id, workflow_id=workflow_id, status=status, limit=limit, before=before,
             loop_of=loop_of,
-        )
+        )  # fmt: skip
+        return await steps_ahead.all_caught_up(self.db.pool, workspace_id, found)
 
     async def search_runs(
         self, wanted: RunFilter, *, workspace_id: UUID = DEFAULT_WORKSPACE
     ) -> list[RunRecord]:
         """Runs matching every filter of ``wanted`` (``agentflow.core.run_filters``), newest first."""
-        return await run_search.search_runs(self.db.pool, workspace_id, wanted)
+        found = await run_search.search_runs(self.db.pool, workspace_id, wanted)
+        return await steps_ahead.all_caught_up(self.db.pool, workspace_id, found)
 
     async def list_steps(
         self, run_id: UUID | str, *, workspace_id: UUID = DEFAULT_WORKSPACE

@@ -16,6 +16,7 @@ import pytest
 
 from agentflow.bench.context import chain
 from agentflow.bench.tools import NOOP
+from agentflow.core.run_filters import RunFilter
 from agentflow.engine import Engine
 from agentflow.runtime import pure_steps, worker
 from agentflow.store import runs, steps_ahead
@@ -77,6 +78,12 @@ async def test_a_step_written_ahead_leaves_the_row_behind_and_readers_catch_up(e
     seen = await engine.get_run(run_id)
     assert (seen.step_seq, seen.state) == (3, {"x": 2}), "a reader sees where the steps took the run"
     assert [s.seq for s in await engine.list_steps(run_id)] == [0, 1, 2]
+    idle = await engine.start_run("ahead")  # not in progress: as its row says
+    listed = {r.id: r for r in await engine.list_runs(workflow="ahead")}
+    assert (listed[run_id].step_seq, listed[run_id].state) == (3, {"x": 2}), "lists too"
+    assert (listed[idle.id].step_seq, listed[idle.id].status.value) == (0, "created")
+    [searched] = await engine.search_runs(RunFilter(exact={"status": "in_progress"}))
+    assert (searched.step_seq, searched.state) == (3, {"x": 2}), "and searches"
 
 
 async def test_a_step_ahead_is_fenced_on_the_lease_and_on_the_rows_counter(engine: Engine) -> None:

@@ -12,8 +12,8 @@ The run's row meanwhile keeps the state and the step counter of its last full ch
 the newest completed step at or past that counter is where the run stands (every other
 completed step is below it). The worker's next full checkpoint is fenced on the row's counter
 and catches the row up; a claim reads the steps ahead (``caught_up``); a run that stops being
-in progress otherwise is caught up by a trigger (migration 0039); a reader of a running run
-that must not lag reads ``caught_up`` too.
+in progress otherwise is caught up by a trigger (migration 0039); a reader of running runs
+that must not lag reads ``caught_up`` or ``all_caught_up`` too (the engine's run reads do).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from uuid import UUID
 import asyncpg
 
 from agentflow.core.records import RunRecord
+from agentflow.core.statuses import RunStatus
 from agentflow.store.checkpoints import Checkpointed, StepWrite
 from agentflow.store.commit_groups import RowFetcher
 
@@ -80,11 +81,35 @@ async def write_ahead(
     return Checkpointed(row["status"], None, row["cancel_requested"], row["inbox_seq"], row["db_now"])
 
 
+_NEWEST_AHEAD_OF_EACH = """
+SELECT DISTINCT ON (s.run_id) s.run_id, s.seq, s.state
+FROM run_steps s JOIN unnest($2::uuid[], $3::int[]) AS r(id, counter) ON s.run_id = r.id
+WHERE s.workspace_id = $1 AND s.status = 'completed' AND s.seq >= r.counter
+ORDER BY s.run_id, s.seq DESC
+"""
+
+
+async def all_caught_up(pool: asyncpg.Pool, workspace_id: UUID, found: list[RunRecord]) -> list[RunRecord]:
+    """``found`` (runs of one workspace) with each running run as ``caught_up`` tells it, in one
+    read, and only when some run is in progress."""
+    running = [r for r in found if r.status == RunStatus.IN_PROGRESS and r.step_seq]
+    if not running:
+        return found
+    rows = await pool.fetch(
+        _NEWEST_AHEAD_OF_EACH, workspace_id, [r.id for r in running], [r.step_seq for r in running]
+    )
+    newest = {row["run_id"]: row for row in rows}
+    return [_moved(run, newest[run.id]) if run.id in newest else run for run in found]
+
+
 async def caught_up(pool: asyncpg.Pool, run: RunRecord) -> RunRecord:
     """``run`` as its steps say it stands: with the state and the counter of the newest step
     written ahead of its row, if any (an in-progress run's row may lag its steps)."""
     row = await pool.fetchrow(_NEWEST_AHEAD, run.workspace_id, run.id, run.step_seq)
-    if row is None:
-        return run
-    state = run.state if row["state"] is None else row["state"]
-    return replace(run, state=state, step_seq=row["seq"] + 1, attempt=0)
+    return run if row is None else _moved(run, row)
+
+
+def _moved(run: RunRecord, newest: asyncpg.Record) -> RunRecord:
+    """``run`` moved on to the step ``newest`` (its ``seq`` and ``state``)."""
+    state = run.state if newest["state"] is None else newest["state"]
+    return replace(run, state=state, step_seq=newest["seq"] + 1, attempt=0)
