@@ -105,11 +105,25 @@ runs.checkpoint = _split
 # worker process its own offset): a branch run again after a kill gets another number, so
 # its outside call carries another idempotency key (what the engine must never do).
 UNSTABLE_NUMBERS = """
-import os
+import dataclasses, os
 import agentflow.core.graph.frontier as frontier
+import agentflow.runtime.branches as branches
 _real = frontier.mark_started
 _offset = 1000 * (os.getpid() % 1000 + 1)
 frontier.mark_started = lambda current, started: _real(current, {i: n + _offset for i, n in started.items()})
+# A worker that takes the run over numbers the started branches it finds from its memory too
+# (each started branch's number as stored, plus its own offset): a branch that a kill cut off
+# after its outside call then calls again with another key. Without this the control needed a
+# kill before the first sibling's checkpoint stored the number (about a millisecond on a fast
+# machine) and found nothing about half the time.
+_drive = branches.BranchDriver.drive
+async def _renumbering(self, cursor):
+    if "ready" in cursor.state:
+        ready = [dict(a, seq=a["seq"] % 1000 + _offset) if a.get("seq") is not None else a
+                 for a in cursor.state["ready"]]
+        cursor = dataclasses.replace(cursor, state={**cursor.state, "ready": ready})
+    return await _drive(self, cursor)
+branches.BranchDriver.drive = _renumbering
 """
 
 

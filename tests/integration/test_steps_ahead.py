@@ -8,6 +8,7 @@ worker's own checkpoint (a trigger, migration 0039) catch it up from the steps.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -19,7 +20,7 @@ from agentflow.bench.tools import NOOP
 from agentflow.core.run_filters import RunFilter
 from agentflow.engine import Engine
 from agentflow.runtime import pure_steps, worker
-from agentflow.store import runs, steps_ahead
+from agentflow.store import claims, migrations, runs, steps_ahead
 from agentflow.store.checkpoints import RunWrite, StepWrite
 from tests.support.agents import running_worker
 
@@ -179,3 +180,30 @@ async def test_a_chain_writes_its_middle_steps_ahead_and_completes_with_each_ste
     # The first step (the lease's first checkpoint) and the last (it ends the run) in full.
     assert lags == [(seq, 1, seq + 1) for seq in range(1, 11)]
     assert [s.seq for s in await engine.list_steps(run.id)] == list(range(12))
+
+
+async def test_a_catch_up_looks_no_further_than_one_stretch_past_the_rows_counter(engine: Engine) -> None:
+    # A completed step a stretch or more past the row's counter was not written ahead (a
+    # stretch is at most STRETCH long): no reader, claim or trigger takes the run there.
+    ws, run_id, token = await _held_after_one_step(engine)
+    far = _step(1 + steps_ahead.STRETCH)
+    await engine.db.pool.execute(
+        "INSERT INTO run_steps (workspace_id, run_id, seq, attempt, node_id, kind, status, idempotency_key,"
+        " fencing_token, started_at, finished_at, state) VALUES ($1, $2, $3, 0, $4, 'tool', 'completed', 'k', $5,"
+        " now(), now(), '{\"x\": 99}')",
+        ws, run_id, far.seq, far.node_id, token,
+    )  # fmt: skip
+    assert (await engine.get_run(run_id)).step_seq == 1
+    await _write(engine, ws, run_id, token, 1, 1)
+    assert (await engine.get_run(run_id)).step_seq == 2, "the stretch itself is seen"
+    await engine.db.pool.execute("UPDATE runs SET cancel_requested = true WHERE id = $1", run_id)
+    assert await runs.finish_cancel(engine.db.pool, ws, run_id, token, OWNER)
+    row = await _row(engine, run_id)
+    assert (row["step_seq"], row["state"]) == (2, {"x": 1})
+
+
+def test_the_trigger_and_the_claim_look_as_far_as_a_stretch() -> None:
+    sql = (Path(migrations.__file__).parent / "0039_steps_written_ahead.sql").read_text()
+    assert f"NEW.step_seq + {steps_ahead.STRETCH} " in sql
+    assert f"r.step_seq + {steps_ahead.STRETCH} " in claims._RUNNING_STEP
+    assert pure_steps.MAX_AHEAD == steps_ahead.STRETCH

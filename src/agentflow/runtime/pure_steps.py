@@ -21,12 +21,14 @@ from dataclasses import replace
 from agentflow.core.definitions import StructuredConfig
 from agentflow.core.statuses import RunStatus
 from agentflow.runtime.step import Cursor, StepOutcome
+from agentflow.store import steps_ahead
 from agentflow.store.checkpoints import NO_EFFECTS, PriorStep
 
 MAX_KEPT = 16
 """Pure steps one checkpoint may carry besides its own."""
-MAX_AHEAD = 64
-"""Steps written ahead of the run's row at most between two full checkpoints."""
+MAX_AHEAD = steps_ahead.STRETCH
+"""Steps written ahead of the run's row at most between two full checkpoints (a claim looks
+no further)."""
 AHEAD_SECS = 0.05
 """Seconds after a full checkpoint that steps may be written ahead of the run's row: a
 reader of the row alone sees at most this much (and the step running then) behind."""

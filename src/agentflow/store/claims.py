@@ -84,10 +84,10 @@ WHERE r.ctid = due.tid
 RETURNING r.*, due.lapsed AS rescued
 """
 # The step a lost worker ran: past the steps it wrote ahead of the run's row, if any
-# (store.steps_ahead). Only a run the claim fails reads it.
+# (store.steps_ahead, whose stretches are at most 64 long). Only a run the claim fails reads it.
 _RUNNING_STEP = """(SELECT coalesce(max(s.seq) + 1, r.step_seq) FROM run_steps s
                       WHERE s.workspace_id = r.workspace_id AND s.run_id = r.id
-                        AND s.seq >= r.step_seq AND s.status = 'completed')"""
+                        AND s.seq >= r.step_seq AND s.seq < r.step_seq + 64 AND s.status = 'completed')"""
 _CLAIM = _CLAIM.replace("$RUNNING_STEP", _RUNNING_STEP)
 # The claim that also tells what it ended: run.failed (worker_lost) to the workspaces in $6,
 # run.canceled to those in $7, with the change, unless a lifecycle event started the run (the

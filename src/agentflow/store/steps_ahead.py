@@ -29,6 +29,10 @@ from agentflow.core.statuses import RunStatus
 from agentflow.store.checkpoints import Checkpointed, StepWrite
 from agentflow.store.commit_groups import RowFetcher
 
+STRETCH = 64
+"""Steps written ahead of a run's row at most between two full checkpoints: a catch-up looks
+no further past the row's counter (migration 0039's trigger says the same number)."""
+
 _WRITE_AHEAD = """
 WITH r AS (
     -- IS TRUE: found by its key, not through runs_by_status (see checkpoint_sql.CHECKPOINT).
@@ -47,9 +51,10 @@ WITH r AS (
 SELECT r.workspace_id, r.id, r.status, r.cancel_requested, r.inbox_seq, now() AS db_now FROM r
 """
 
-_NEWEST_AHEAD = """
+_NEWEST_AHEAD = f"""
 SELECT seq, state FROM run_steps
-WHERE workspace_id = $1 AND run_id = $2 AND seq >= $3::int AND status = 'completed'
+WHERE workspace_id = $1 AND run_id = $2 AND seq >= $3::int AND seq < $3::int + {STRETCH}
+  AND status = 'completed'
 ORDER BY seq DESC LIMIT 1
 """
 
@@ -81,10 +86,11 @@ async def write_ahead(
     return Checkpointed(row["status"], None, row["cancel_requested"], row["inbox_seq"], row["db_now"])
 
 
-_NEWEST_AHEAD_OF_EACH = """
+_NEWEST_AHEAD_OF_EACH = f"""
 SELECT DISTINCT ON (s.run_id) s.run_id, s.seq, s.state
 FROM run_steps s JOIN unnest($2::uuid[], $3::int[]) AS r(id, counter) ON s.run_id = r.id
 WHERE s.workspace_id = $1 AND s.status = 'completed' AND s.seq >= r.counter
+  AND s.seq < r.counter + {STRETCH}
 ORDER BY s.run_id, s.seq DESC
 """
 
