@@ -28,7 +28,6 @@ from agentflow.core.ids import DEFAULT_WORKSPACE as DEFAULT_WORKSPACE
 from agentflow.core.ids import as_uuid
 from agentflow.core.records import RunRecord, StepRecord, VersionRecord, WorkflowRecord
 from agentflow.core.run_filters import RunFilter
-from agentflow.core.statuses import RunStatus
 from agentflow.core.tools import ToolRegistry
 from agentflow.credentials import Credentials
 from agentflow.evals import Evals
@@ -306,10 +305,8 @@ class Engine:
         found = await reads.get_run(self.db.pool, workspace_id, _uuid(run_id, "run_not_found"))
         if found is None:
             raise NotFoundError("run_not_found", f"no run {run_id} in this workspace")
-        if found.status == RunStatus.IN_PROGRESS and found.step_seq:
-            # Its row may lag the steps its worker wrote ahead of it (store.steps_ahead).
-            return await steps_ahead.caught_up(self.db.pool, found)
-        return found
+        # A running run's row may lag the steps its worker wrote ahead of it (store.steps_ahead).
+        return await steps_ahead.caught_up(self.db.pool, found)
 
     async def list_runs(
         self,

@@ -51,13 +51,6 @@ WITH r AS (
 SELECT r.workspace_id, r.id, r.status, r.cancel_requested, r.inbox_seq, now() AS db_now FROM r
 """
 
-_NEWEST_AHEAD = f"""
-SELECT seq, state FROM run_steps
-WHERE workspace_id = $1 AND run_id = $2 AND seq >= $3::int AND seq < $3::int + {STRETCH}
-  AND status = 'completed'
-ORDER BY seq DESC LIMIT 1
-"""
-
 
 async def write_ahead(
     pool: RowFetcher,
@@ -110,9 +103,10 @@ async def all_caught_up(pool: asyncpg.Pool, workspace_id: UUID, found: list[RunR
 
 async def caught_up(pool: asyncpg.Pool, run: RunRecord) -> RunRecord:
     """``run`` as its steps say it stands: with the state and the counter of the newest step
-    written ahead of its row, if any (an in-progress run's row may lag its steps)."""
-    row = await pool.fetchrow(_NEWEST_AHEAD, run.workspace_id, run.id, run.step_seq)
-    return run if row is None else _moved(run, row)
+    written ahead of its row, if any (an in-progress run's row may lag its steps); ``run``
+    itself otherwise, and without a read when it is not in progress."""
+    [caught] = await all_caught_up(pool, run.workspace_id, [run])
+    return caught
 
 
 def _moved(run: RunRecord, newest: asyncpg.Record) -> RunRecord:
