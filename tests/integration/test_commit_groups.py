@@ -19,10 +19,12 @@ import asyncpg
 import pytest
 import uvloop
 
+from agentflow.bench.context import chain
 from agentflow.engine import Engine
 from agentflow.store import commit_groups
 from agentflow.store.commit_groups import CommitGroup
 from agentflow.store.database import unavailable
+from tests.support.agents import running_worker
 
 BUMP = (
     "UPDATE grouped SET v = v + 1 WHERE tag = $1 AND id = $2 AND 1 / $3::int > 0"
@@ -374,3 +376,90 @@ async def test_an_idle_group_on_uvloop_gives_its_connection_back_without_spinnin
     per_stretch = await asyncio.to_thread(uvloop.run, idle_stretches())
 
     assert max(per_stretch) <= 4, per_stretch
+
+
+@pytest.mark.parametrize("solo", [True, False])
+async def test_a_lone_runs_statement_goes_from_its_callers_task(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch, solo: bool
+) -> None:
+    # While its worker holds one run, the statement goes at once, without the group's task.
+    # Negative control (two runs held): every statement goes through the group's task.
+    ids = await _table(engine, 1)
+    group = CommitGroup(engine.db.pool, solo=lambda: solo)
+    groups = 0
+    send = CommitGroup._send
+
+    async def counted(self: CommitGroup) -> None:
+        nonlocal groups
+        groups += 1
+        await send(self)
+
+    monkeypatch.setattr(CommitGroup, "_send", counted)
+    for _ in range(3):
+        row = await group.fetchrow(BUMP, "t", ids[0], 1)
+        assert row is not None
+    await asyncio.sleep(0)
+
+    assert groups == (0 if solo else 3)
+    assert (await _values(engine))[ids[0]] == 3
+    group.give_back()
+
+
+async def test_statements_that_arrive_while_a_lone_one_is_in_flight_go_after_it_as_a_group(
+    engine: Engine,
+) -> None:
+    ids = await _table(engine, 4)
+    group = CommitGroup(engine.db.pool, solo=lambda: True)
+    slow = "SELECT id, pg_sleep(0.2)::text AS slept, txid_current() AS tx FROM grouped WHERE tag = $1 AND id = $2"
+
+    first = asyncio.ensure_future(group.fetchrow(slow, "t", ids[0]))
+    await asyncio.sleep(0.05)  # in flight, from its caller's task
+    later = await asyncio.gather(*(group.fetchrow(BUMP, "t", i, 1) for i in ids[1:]))
+    lone = await first
+
+    assert lone is not None and lone["id"] == ids[0]
+    assert [r["id"] for r in later if r] == ids[1:]
+    assert len({r["tx"] for r in later if r}) == 1  # the three went together, after the lone one
+    assert (await _values(engine)) == {ids[0]: 0, **{i: 1 for i in ids[1:]}}
+    group.give_back()
+
+
+async def test_a_lone_statement_that_fails_fails_its_caller_and_gives_its_connection_back(
+    engine: Engine,
+) -> None:
+    ids = await _table(engine, 1)
+    pool = engine.db.pool
+    group = CommitGroup(pool, solo=lambda: True)
+    idle = pool.get_idle_size()
+
+    with pytest.raises(asyncpg.DivisionByZeroError):
+        await group.fetchrow(BUMP, "t", ids[0], 0)
+    assert pool.get_idle_size() == idle
+    row = await group.fetchrow(BUMP, "t", ids[0], 1)  # the group goes on
+
+    assert row is not None and row["v"] == 1
+    group.give_back()
+
+
+@pytest.mark.parametrize("runs", [1, 2])
+async def test_a_worker_sends_a_lone_runs_checkpoints_at_once_and_groups_those_of_several(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch, runs: int
+) -> None:
+    # One run held: its begin and checkpoints go from its driver, none through a group's task.
+    # Two runs held at once (negative control): their statements go through the group.
+    groups = 0
+    send = CommitGroup._send
+
+    async def counted(self: CommitGroup) -> None:
+        nonlocal groups
+        groups += 1
+        await send(self)
+
+    monkeypatch.setattr(CommitGroup, "_send", counted)
+    await engine.publish_workflow(chain("solo_chain", 8))
+    started = [await engine.start_run("solo_chain") for _ in range(runs)]  # one claim takes them all
+    async with running_worker(engine, dispatch=False):
+        done = [await engine.wait_for_run(r.id, timeout=30) for r in started]
+
+    assert [d.status.value for d in done] == ["completed"] * runs
+    assert (groups == 0) is (runs == 1)

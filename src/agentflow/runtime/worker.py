@@ -92,8 +92,9 @@ class Worker:
         self._name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self._tools = tools or default_registry
         self._configs = ConfigCache(db.pool)
-        # Begins and checkpoints of the runs driven here share commits (group commit).
-        self._commits = CommitGroup(db.pool)
+        # Begins and checkpoints of the runs driven here share commits (group commit); a
+        # lone run's go at once.
+        self._commits = CommitGroup(db.pool, solo=self._holds_one)
         self._listeners = LifecycleListeners(db, self._configs)
         self.threads = ToolThreads()
         self.agents: AgentEnv = build_agent_env(db, settings, self._tools, self.threads, model=model)
@@ -278,6 +279,10 @@ class Worker:
         )
         self._drivers.add(held.task)
         held.task.add_done_callback(functools.partial(self._forget, held))
+
+    def _holds_one(self) -> bool:
+        """Whether this worker drives one run at most (no other run could share its commits)."""
+        return len(self._held) + self._promised.open <= 1
 
     def _plan_wake(self, due: float) -> None:
         """Look for due runs at monotonic time ``due`` at the latest (a run waits until then)."""

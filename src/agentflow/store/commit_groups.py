@@ -15,6 +15,11 @@ statements is sent again on its own, so that only the failing one fails; when th
 unavailable (the commit may or may not have happened) every caller of that transaction gets
 the error, as a lone statement would.
 
+While its worker holds a single run (``solo``), nothing could share that run's commit (a
+group holds one statement per run): its statement goes at once from its caller's own task,
+without the group's task and the loop's turns that hand the statement and its answer across.
+Statements that arrive meanwhile wait for it and then go as a group.
+
 A group keeps the connections it sent on for a moment (``HOLD``) instead of giving each back
 to the pool at once: a run's next step sends again well within it, and the pool's acquire and
 release (a task and several turns of the loop, which ran just when the next step sent its
@@ -25,6 +30,7 @@ statement failed goes back at once, so a broken connection is never reused.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 from uuid import UUID
@@ -37,8 +43,8 @@ MAX_GROUP = 64
 """Statements per transaction at most: a bigger group holds its rows' locks longer.
 
 One group is in flight at a time: measured on W1, groups sent two or three at once, or a lone
-statement sent at once while nothing waits, were slower (smaller groups, more commits) and
-did not make a lone run's step faster (benchmarks/README.md)."""
+statement sent at once whenever nothing waits, were slower (smaller groups, more commits); a
+statement goes at once only while its worker holds one run (``solo``, benchmarks/README.md)."""
 HOLD = 0.005
 """Seconds a group keeps an idle connection before it goes back to the pool."""
 MAX_KEPT = 4
@@ -73,12 +79,19 @@ class CommitGroup:
     Every statement sent through ``fetchrow`` must be about one run, take the run's id as its
     second parameter, and answer at most one row, with that id in its ``id`` column (the
     checkpoint and ``begin`` do). A group holds at most one statement per run.
+
+    Args:
+        pool: where the group's connections come from.
+        solo: whether one run at most sends now (its worker holds one run): a statement then
+            goes from its caller's task when nothing else is in flight or waiting.
     """
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool, solo: Callable[[], bool] | None = None) -> None:
         self._pool = pool
+        self._solo = solo
         self._pending: list[_Pending] = []
         self._sending: asyncio.Task[None] | None = None
+        self._direct = False  # a statement sent from its caller's task is in flight
         self._kept: list[Any] = []  # idle connections (the pool's proxies), newest last
         self._max_kept = min(MAX_KEPT, pool.get_max_size() // 4)
         self._last_used = 0.0
@@ -100,15 +113,31 @@ class CommitGroup:
             # Refused here: taken into a group, it would fail the group's task, and the
             # group would take it again and again.
             raise TypeError(f"a grouped statement takes its run's id as its second argument: {args[:2]!r}")
+        if self._idle() and self._solo is not None and self._solo():
+            return await self._send_direct(query, args)
         future: asyncio.Future[asyncpg.Record | None] = asyncio.get_running_loop().create_future()
         self._pending.append(_Pending(query, args, future))
         self._send_next()
         return await future
 
+    def _idle(self) -> bool:
+        """Nothing in flight and nothing waiting."""
+        return self._sending is None and not self._direct and not self._pending
+
+    async def _send_direct(self, query: str, args: tuple[Any, ...]) -> asyncpg.Record | None:
+        """Send one statement from its caller's task; the statements that arrive meanwhile
+        wait for it, as for a group in flight."""
+        self._direct = True
+        try:
+            return await self._fetch_one(query, args)
+        finally:
+            self._direct = False
+            self._send_next()
+
     def _send_next(self) -> None:
         """Send the pending statements unless a group is in flight (then they go when it is
         done). The group starts on the loop's next turn: statements of this turn join it."""
-        if self._pending and self._sending is None:
+        if self._pending and self._sending is None and not self._direct:
             self._sending = asyncio.get_running_loop().create_task(self._send())
             self._sending.add_done_callback(self._sent)
 
@@ -185,17 +214,22 @@ class CommitGroup:
 
     async def _alone(self, item: _Pending) -> None:
         try:
-            conn = await self._connection()
-            try:
-                row = await conn.fetchrow(item.query, *item.args)
-            except BaseException:
-                await self._pool.release(conn)
-                raise
+            row = await self._fetch_one(item.query, item.args)
         except Exception as exc:
             _settle(item, exc=exc)
             return
-        self._keep(conn)
         _settle(item, row=row)
+
+    async def _fetch_one(self, query: str, args: tuple[Any, ...]) -> asyncpg.Record | None:
+        """One statement in its own transaction; its connection is kept when it succeeded."""
+        conn = await self._connection()
+        try:
+            row: asyncpg.Record | None = await conn.fetchrow(query, *args)
+        except BaseException:
+            await self._pool.release(conn)
+            raise
+        self._keep(conn)
+        return row
 
     async def _connection(self) -> Any:
         """An idle connection the group kept, else one from the pool. One the server closed
