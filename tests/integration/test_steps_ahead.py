@@ -8,6 +8,7 @@ worker's own checkpoint (a trigger, migration 0039) catch it up from the steps.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -207,3 +208,62 @@ def test_the_trigger_and_the_claim_look_as_far_as_a_stretch() -> None:
     assert f"NEW.step_seq + {steps_ahead.STRETCH} " in sql
     assert f"r.step_seq + {steps_ahead.STRETCH} " in claims._RUNNING_STEP
     assert pure_steps.MAX_AHEAD == steps_ahead.STRETCH
+
+
+async def test_the_claim_tells_which_runs_were_in_progress_before_it(engine: Engine) -> None:
+    # Only those may lag steps written ahead: a lost worker's, and one handed back running.
+    ws, lapsed_id, _token = await _held_after_one_step(engine)
+    await _expire(engine, lapsed_id)
+    [lapsed] = await runs.claim(engine.db.pool, OTHER, 1, 30.0, 3)
+    assert lapsed.run.id == lapsed_id and lapsed.was_running
+    released = await engine.start_run("ahead")
+    [new] = await runs.claim(engine.db.pool, OTHER, 1, 30.0, 3)
+    assert new.run.id == released.id and not new.was_running
+    assert await runs.release(engine.db.pool, ws, released.id, new.run.fencing_token, OTHER)
+    waiting = await engine.start_run("ahead")
+    await engine.db.pool.execute("UPDATE runs SET status = 'waiting', step_seq = 1 WHERE id = $1", waiting.id)
+
+    claimed = {c.run.id: c.was_running for c in await runs.claim(engine.db.pool, OWNER, 2, 30.0, 3)}
+
+    assert claimed == {released.id: True, waiting.id: False}
+
+
+@pytest.mark.parametrize("handed_back", [True, False])
+async def test_a_worker_catches_up_a_run_handed_back_running_and_reads_nothing_more_for_a_waiting_one(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch, handed_back: bool
+) -> None:
+    # A chain of six held by OWNER: step 0 checkpointed, steps 1 and 2 written ahead.
+    reads: list[UUID] = []
+    caught_up = steps_ahead.caught_up
+
+    async def counted(pool: asyncpg.Pool, run: Any) -> Any:
+        if sys._getframe(1).f_code.co_name == "_drive":  # the worker's, not the engine's reads
+            reads.append(run.id)
+        return await caught_up(pool, run)
+
+    monkeypatch.setattr(worker.steps_ahead, "caught_up", counted)
+    await engine.publish_workflow(chain("ahead6", 6))
+    started = await engine.start_run("ahead6")
+    [claimed] = await runs.claim(engine.db.pool, OWNER, 1, 30.0, 3)
+    ws, run_id, token = claimed.run.workspace_id, started.id, claimed.run.fencing_token
+    moved = RunWrite("in_progress", None, {"node": "s1"}, None, None, advance=True)
+    assert await runs.checkpoint(engine.db.pool, ws, run_id, token, OWNER, moved, _step(0))
+    for seq in (1, 2):
+        assert await steps_ahead.write_ahead(
+            engine.db.pool, ws, run_id, token, OWNER, 1, _step(seq), {"node": f"s{seq + 1}"}
+        )
+    if handed_back:  # released after an outage, its row still at step 1
+        assert await runs.release(engine.db.pool, ws, run_id, token, OWNER)
+    else:  # it went on waiting: the checkpoint that said so caught the row up (here, by hand)
+        await engine.db.pool.execute(
+            "UPDATE runs SET status = 'waiting', step_seq = 3, state = '{\"node\": \"s3\"}',"
+            " lease_owner = NULL, lease_expires_at = NULL, due_at = now() WHERE id = $1",
+            run_id,
+        )
+
+    async with running_worker(engine, dispatch=False):
+        done = await engine.wait_for_run(run_id, timeout=30)
+
+    assert done.status.value == "completed"
+    assert [s.seq for s in await engine.list_steps(run_id)] == list(range(6)), "each step once"
+    assert reads == ([run_id] if handed_back else [])

@@ -71,4 +71,5 @@ async def claim(
     """The naive claim, with the signature of ``agentflow.store.runs.claim`` (it tells no
     lifecycle event: R11 listens to none; it has no code steps to route)."""
     rows = await pool.fetch(_NAIVE_CLAIM, owner, limit, lease_ttl, max_rescues)
-    return [Claimed(RunRecord.from_row(r), r["rescued"], r["inbox_seq"]) for r in rows]
+    # was_running: every claimed run is caught up with steps written ahead, as before the claim told
+    return [Claimed(RunRecord.from_row(r), r["rescued"], r["inbox_seq"], was_running=True) for r in rows]

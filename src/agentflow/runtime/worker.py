@@ -275,7 +275,7 @@ class Worker:
         held = Held(run.workspace_id, run.id, run.fencing_token)
         self._held[run.id] = held
         held.task = asyncio.create_task(
-            self._drive(run, held, item.inbox_seq, begun), name=f"agentflow-run-{run.id}"
+            self._drive(run, held, item.inbox_seq, begun, item.was_running), name=f"agentflow-run-{run.id}"
         )
         self._drivers.add(held.task)
         held.task.add_done_callback(functools.partial(self._forget, held))
@@ -296,7 +296,9 @@ class Worker:
             del self._held[held.run_id]
         self._wake.set()  # a slot is free
 
-    async def _drive(self, run: RunRecord, held: Held, inbox_seq: int, begun: bool) -> None:
+    async def _drive(
+        self, run: RunRecord, held: Held, inbox_seq: int, begun: bool, was_running: bool = False
+    ) -> None:
         token = run.fencing_token
         log_context.bind_run(run)
         try:
@@ -305,7 +307,9 @@ class Worker:
             outputs: dict[str, Any] = {}
             behind: int | None = None  # the counter the run's row holds when it lags its steps
             if run.step_seq and not agent:
-                if not _in_branches(config):  # only a run driven in sequence writes steps ahead
+                # Only a run driven in sequence writes steps ahead of its row, and only while in
+                # progress: a run that waited or is new was caught up when it stopped running.
+                if was_running and not _in_branches(config):
                     caught = await steps_ahead.caught_up(self.db.pool, run)
                     behind, run = (None if caught is run else run.step_seq), caught
                 outputs = await reads.step_outputs(self.db.pool, run.workspace_id, run.id)

@@ -19,14 +19,16 @@ _CLAIM = """
 WITH lapsed AS (
     -- Runs whose worker was lost come first: they have waited longest.
     SELECT ctid AS tid, true AS lapsed, coalesce(began_token = fencing_token, false) AS began,
-           cancel_requested, rescues, unstarted_rescues
+           cancel_requested, rescues, unstarted_rescues, true AS was_running
     FROM runs
     WHERE due_at <= now() AND lease_owner IS NOT NULL
     ORDER BY due_at
     LIMIT $BUCKET
     FOR UPDATE SKIP LOCKED
 ), ready AS (
-    SELECT ctid AS tid, false AS lapsed, false AS began, cancel_requested, rescues, unstarted_rescues
+    -- was_running: handed back in progress (released), not waiting or new.
+    SELECT ctid AS tid, false AS lapsed, false AS began, cancel_requested, rescues, unstarted_rescues,
+           status = 'in_progress' AS was_running
     FROM runs
     WHERE due_at <= now() AND lease_owner IS NULL
     ORDER BY due_at
@@ -38,7 +40,7 @@ WITH lapsed AS (
     -- Read lazily: only as many ready runs are locked as there are slots left.
     (SELECT * FROM ready LIMIT greatest($2 - (SELECT count(*) FROM lapsed), 0))
 ), due AS (
-    SELECT tid, lapsed, began,
+    SELECT tid, lapsed, began, was_running,
            CASE WHEN cancel_requested THEN 'canceled'
                 WHEN lapsed AND began AND rescues >= $4 THEN 'failed'
                 WHEN lapsed AND NOT began AND unstarted_rescues >= $5 THEN 'failed'
@@ -81,7 +83,7 @@ FROM due
 -- planned as a scan of every run). If a row changes between this statement's snapshot and
 -- its lock, it is skipped and the next claim takes it.
 WHERE r.ctid = due.tid
-RETURNING r.*, due.lapsed AS rescued
+RETURNING r.*, due.lapsed AS rescued, due.was_running
 """
 # The step a lost worker ran: past the steps it wrote ahead of the run's row, if any
 # (store.steps_ahead, whose stretches are at most 64 long). Only a run the claim fails reads it.
@@ -95,8 +97,8 @@ _CLAIM = _CLAIM.replace("$RUNNING_STEP", _RUNNING_STEP)
 _NOT_BY_LIFECYCLE = """coalesce(c.trigger->'event'->>'topic', '') NOT IN
           ('run.started', 'run.completed', 'run.failed', 'run.canceled', 'step.failed', 'request.created')"""
 _CLAIM_TELLING = _CLAIM.replace("\nUPDATE runs r SET", "\n, claimed AS (\nUPDATE runs r SET", 1).replace(
-    "RETURNING r.*, due.lapsed AS rescued",
-    f"""RETURNING r.*, due.lapsed AS rescued
+    "RETURNING r.*, due.lapsed AS rescued, due.was_running",
+    f"""RETURNING r.*, due.lapsed AS rescued, due.was_running
 ), told AS (
     INSERT INTO events (workspace_id, topic, message_id, data, account_id, published_at)
     SELECT c.workspace_id, 'run.failed', c.id::text || ':' || c.step_seq,
@@ -167,6 +169,9 @@ class Claimed:
     run: RunRecord
     rescued: bool
     inbox_seq: int = 0  # deliveries the run has received (its inbox needs loading when > 0)
+    # In progress before the claim (its worker lost, or it was handed back): only such a run's
+    # row may lag steps written ahead of it (store.steps_ahead); a waiting or new one's cannot.
+    was_running: bool = False
 
 
 async def claim(
@@ -200,4 +205,4 @@ async def claim(
         rows = await pool.fetch(statement, *args, tell_failed or [], tell_canceled or [])
     else:
         rows = await pool.fetch(_claim_for(bucket, telling=False, code=code), *args)
-    return [Claimed(RunRecord.from_row(r), r["rescued"], r["inbox_seq"]) for r in rows]
+    return [Claimed(RunRecord.from_row(r), r["rescued"], r["inbox_seq"], r["was_running"]) for r in rows]
