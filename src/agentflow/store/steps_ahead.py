@@ -79,12 +79,19 @@ async def write_ahead(
     return Checkpointed(row["status"], None, row["cancel_requested"], row["inbox_seq"], row["db_now"])
 
 
+# Each run's newest step looked up on its own (an index scan backwards from the end of its
+# stretch): as a join of the runs with every completed step, the plan read all the workspace's
+# completed steps on every call (5 ms at 12,000 steps; resumed runs waited behind it).
 _NEWEST_AHEAD_OF_EACH = f"""
-SELECT DISTINCT ON (s.run_id) s.run_id, s.seq, s.state
-FROM run_steps s JOIN unnest($2::uuid[], $3::int[]) AS r(id, counter) ON s.run_id = r.id
-WHERE s.workspace_id = $1 AND s.status = 'completed' AND s.seq >= r.counter
-  AND s.seq < r.counter + {STRETCH}
-ORDER BY s.run_id, s.seq DESC
+SELECT r.id AS run_id, s.seq, s.state
+FROM unnest($2::uuid[], $3::int[]) AS r(id, counter)
+CROSS JOIN LATERAL (
+    SELECT s.seq, s.state FROM run_steps s
+    WHERE s.workspace_id = $1 AND s.run_id = r.id AND s.status = 'completed'
+      AND s.seq >= r.counter AND s.seq < r.counter + {STRETCH}
+    ORDER BY s.seq DESC
+    LIMIT 1
+) s
 """
 
 
