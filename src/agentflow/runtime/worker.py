@@ -297,7 +297,7 @@ class Worker:
         self._wake.set()  # a slot is free
 
     async def _drive(
-        self, run: RunRecord, held: Held, inbox_seq: int, begun: bool, was_running: bool = False
+        self, run: RunRecord, held: Held, inbox_seq: int, begun: bool, was_running: bool
     ) -> None:
         token = run.fencing_token
         log_context.bind_run(run)
