@@ -86,6 +86,9 @@ async def test_parked_runs_are_moved_to_the_latest_version_from_the_workflows_pa
         await engine.publish_workflow(yaml.safe_load(APPROVAL_YAML.replace("refunded by", "paid back by")))
         page = await browser.new_page()
         await page.goto(base + "/#/workflows/refund")
+        # The page's first load (its modules, the workflow, its versions and runs) took over
+        # 30 s once on CI's loaded machine: as long as the other console tests allow a first view.
+        await expect(page.locator("#migrate-preview")).to_be_visible(timeout=60_000)
         await page.click("#migrate-preview")
         await expect(page.locator("#migrate-summary")).to_have_text("1 run(s) would move to v2, 0 cannot")
         assert (await engine.get_run(run.id)).workflow_version == 1, "a preview moves nothing"

@@ -333,8 +333,26 @@ async def test_heartbeats_survive_deliveries_that_lock_runs_in_another_order(eng
             await tx.start()
             await inbox.deliver(conn, WS, second[1], "event", {})
             beat = asyncio.ensure_future(runs.heartbeat(engine.db.pool, "w", held, 30.0))
+            # The heartbeat waits (for `second`, or for `first` in the order that does not
+            # cross) well before this transaction waits too: PostgreSQL looks for a deadlock a
+            # second after a wait began, so the heartbeat finds it, and is the one that yields,
+            # however slowly a loaded machine runs either of them.
+            await _until_waiting_for_a_lock(engine, "lease_expires_at")
             await asyncio.sleep(0.3)
             await inbox.deliver(conn, WS, first[1], "event", {})
             await tx.commit()
         assert await asyncio.wait_for(beat, 10) == {held[0][1], held[1][1]}
     assert await engine.db.pool.fetchval(deadlocks) > before, "the test no longer provokes the deadlock"
+
+
+async def _until_waiting_for_a_lock(engine: Engine, statement: str, timeout: float = 20.0) -> None:
+    """Until a backend running a statement that holds ``statement`` waits for a row lock."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not await engine.db.pool.fetchval(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%' || $1 || '%'"
+        " AND pid <> pg_backend_pid()",
+        statement,
+    ):
+        assert loop.time() < deadline, "the heartbeat never waited for a lock"
+        await asyncio.sleep(0.01)
