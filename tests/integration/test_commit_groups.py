@@ -386,21 +386,13 @@ async def test_a_lone_runs_statement_goes_from_its_callers_task(
     # Negative control (two runs held): every statement goes through the group's task.
     ids = await _table(engine, 1)
     group = CommitGroup(engine.db.pool, solo=lambda: solo)
-    groups = 0
-    send = CommitGroup._send
-
-    async def counted(self: CommitGroup) -> None:
-        nonlocal groups
-        groups += 1
-        await send(self)
-
-    monkeypatch.setattr(CommitGroup, "_send", counted)
+    groups = _count_groups(monkeypatch)
     for _ in range(3):
         row = await group.fetchrow(BUMP, "t", ids[0], 1)
         assert row is not None
     await asyncio.sleep(0)
 
-    assert groups == (0 if solo else 3)
+    assert groups == [1] * (0 if solo else 3)
     assert (await _values(engine))[ids[0]] == 3
     group.give_back()
 
@@ -447,19 +439,24 @@ async def test_a_worker_sends_a_lone_runs_checkpoints_at_once_and_groups_those_o
 ) -> None:
     # One run held: its begin and checkpoints go from its driver, none through a group's task.
     # Two runs held at once (negative control): their statements go through the group.
-    groups = 0
-    send = CommitGroup._send
-
-    async def counted(self: CommitGroup) -> None:
-        nonlocal groups
-        groups += 1
-        await send(self)
-
-    monkeypatch.setattr(CommitGroup, "_send", counted)
+    groups = _count_groups(monkeypatch)
     await engine.publish_workflow(chain("solo_chain", 8))
     started = [await engine.start_run("solo_chain") for _ in range(runs)]  # one claim takes them all
     async with running_worker(engine, dispatch=False):
         done = [await engine.wait_for_run(r.id, timeout=30) for r in started]
 
     assert [d.status.value for d in done] == ["completed"] * runs
-    assert (groups == 0) is (runs == 1)
+    assert (not groups) is (runs == 1)
+
+
+def _count_groups(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that gets an item each time a commit group's task sends a group."""
+    sent: list[int] = []
+    send = CommitGroup._send
+
+    async def counted(self: CommitGroup) -> None:
+        sent.append(1)
+        await send(self)
+
+    monkeypatch.setattr(CommitGroup, "_send", counted)
+    return sent
