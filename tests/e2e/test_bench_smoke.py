@@ -37,6 +37,8 @@ def test_quick_bench_reports_every_workload_and_the_floor(tmp_path: Path, server
     floor = report["floor"]
     for key in ("commit_p50_ms", "commit_p99_ms", "commits_per_s", "select1_p50_ms"):
         assert _positive(floor[key]), (key, floor[key])
+    assert set(floor["paced_commit_p50_ms"]) == {"25", "100", "300"}, floor
+    assert all(_positive(p50) for p50 in floor["paced_commit_p50_ms"].values()), floor
     assert report["machine"]["cpu_count"] >= 1
     assert report["machine"]["postgres"]["server_version"]
     assert report["settings"]["quick"] is True
@@ -53,6 +55,9 @@ def test_quick_bench_reports_every_workload_and_the_floor(tmp_path: Path, server
                 assert _positive(metric["floor_ratio"]), (key, metric)
             if metric["target"] is not None:
                 assert isinstance(metric["passed"], bool), (key, metric)
+    for key, cpu_us in (("W2", 100), ("G1", 100), ("L1", 300), ("A1", 300)):
+        names = [metric["name"] for metric in workloads[key]["metrics"]]
+        assert f"floor: INSERT+COMMIT p50 after {cpu_us} µs of CPU, just before" in names, (key, names)
     statuses = workloads["W1"]["details"]["execution_statuses"]
     assert statuses == {"completed": workloads["W1"]["details"]["runs"]}
     # One by one a run took about 4 (a begin, 3 checkpoints, its share of a claim); grouped, a

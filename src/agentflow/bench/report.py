@@ -143,6 +143,16 @@ class Report:
             "",
             "",
         )
+        for cpu_us, p50 in self.floor.get("paced_commit_p50_ms", {}).items():
+            ratio = p50 / self.floor["commit_p50_ms"]
+            table.add_row(
+                "",
+                f"INSERT+COMMIT p50 after {cpu_us} µs of CPU",
+                f"{p50:.3f} ms",
+                f"{format_number(ratio)}×",
+                "",
+                "",
+            )
         for workload in self.workloads:
             if workload.error is not None:
                 table.add_row(workload.key, f"[red]error: {workload.error}[/]", "", "", "", "[red]error[/]")
