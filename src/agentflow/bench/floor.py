@@ -6,8 +6,8 @@ figures are reported as ratios to it.
 
 The floor's commits go back to back. A worker spends CPU between a run's commits (a step's
 Python), and on some machines a WAL flush costs more the longer the disk sat idle since the
-last one (on this project's 2-core VM: 0.14 ms back to back, about 0.22 ms after 25-100 µs,
-0.45 ms after 300 µs; benchmarks/README.md, "What a commit costs after a step's CPU"). The
+last one (on this project's 2-core VM: 0.07 ms back to back, about 0.22 ms after 100 µs,
+about 0.5 ms after 300 µs; benchmarks/README.md, "What a commit costs after a step's CPU"). The
 floor is therefore also measured **paced**: each commit after a fixed spell of CPU work in
 the client (``PACED_CPU_US``), as a reference for the one-at-a-time workloads; the ratios
 stay to the back-to-back floor.
