@@ -58,6 +58,7 @@ def test_quick_bench_reports_every_workload_and_the_floor(tmp_path: Path, server
     for key, cpu_us in (("W2", 100), ("G1", 100), ("L1", 300), ("A1", 300)):
         names = [metric["name"] for metric in workloads[key]["metrics"]]
         assert f"floor: INSERT+COMMIT p50 after {cpu_us} µs of CPU, just before" in names, (key, names)
+    assert 0 < workloads["W2"]["details"]["worker_cpu_ms_per_step"] < 1_000, workloads["W2"]["details"]
     statuses = workloads["W1"]["details"]["execution_statuses"]
     assert statuses == {"completed": workloads["W1"]["details"]["runs"]}
     # One by one a run took about 4 (a begin, 3 checkpoints, its share of a claim); grouped, a
