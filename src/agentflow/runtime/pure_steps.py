@@ -1,6 +1,7 @@
 """Steps that a held run ran since its last checkpoint and whose rows ride in the next step's
-checkpoint instead of a commit each: steps of pure nodes (``NodeSpec.pure``), and in a run
-whose branches run at once, any step that ended beside another already ended.
+checkpoint instead of a commit each: steps of pure nodes (``NodeSpec.pure``), in a run
+whose branches run at once any step that ended beside another already ended, and an agent's
+decision whose calls all write only the engine's own tables (``SHARED_CALLS``).
 
 A pure node only computes its output from what it reads, so a worker that dies before that
 checkpoint loses nothing another cannot redo: the next claim runs the steps again from the
@@ -18,11 +19,12 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from agentflow.core.definitions import StructuredConfig
+from agentflow.core.agent_context import DECIDE_KIND
+from agentflow.core.definitions import AgentConfig, StructuredConfig
 from agentflow.core.statuses import RunStatus
 from agentflow.runtime.step import Cursor, StepOutcome
 from agentflow.store import steps_ahead
-from agentflow.store.checkpoints import NO_EFFECTS, PriorStep
+from agentflow.store.checkpoints import NO_EFFECTS, Effects, PriorStep
 
 MAX_KEPT = 16
 """Pure steps one checkpoint may carry besides its own."""
@@ -56,6 +58,41 @@ def deferrable(
         and run.wake_at is None
         and "timers" not in run.state
         and "loops" not in run.state
+    )
+
+
+SHARED_CALLS = frozenset({"create_task", "send_notification", "complete"})
+"""An agent's built-in calls whose every effect their checkpoint writes (a task, a notification
+for the outbox, the run's end) and that call no model: a decision asking only for these
+rides in the checkpoint of its first call."""
+
+
+def decision_deferrable(config: AgentConfig, outcome: StepOutcome, cursor: Cursor) -> bool:
+    """Whether ``outcome``, an agent's decision, may be written with its first call's
+    checkpoint: its first attempt completed, with no write but its model call's usage, no
+    inbox rows used, and every call it asks for is one of ``SHARED_CALLS`` that needs no
+    approval. Nothing those calls do reaches outside the engine's tables before that commit,
+    so a worker that dies before it loses the decision and its calls alike (the next claim
+    asks the model again), and none is made twice."""
+    run = outcome.run
+    agent = run.state.get("agent")
+    calls = agent.get("pending") if isinstance(agent, dict) else None
+    return (
+        outcome.step.kind == DECIDE_KIND
+        and cursor.attempt == 0
+        and outcome.step.status == "completed"
+        and run.advance
+        and run.status == RunStatus.IN_PROGRESS.value
+        and outcome.effects == Effects(usage=outcome.effects.usage)
+        and not run.consumed
+        and run.wake_after is None
+        and run.wake_at is None
+        and isinstance(calls, list)
+        and bool(calls)
+        and all(
+            isinstance(c, dict) and c.get("name") in SHARED_CALLS and c.get("name") not in config.approvals
+            for c in calls
+        )
     )
 
 
@@ -117,6 +154,15 @@ class PureSteps:
         if not self.kept:
             self._counter = self.row_counter(cursor)
         self.kept.append(PriorStep(outcome.step, outcome.run.state, time.monotonic()))
+        return True
+
+    def keep_decision(self, config: AgentConfig, outcome: StepOutcome, cursor: Cursor) -> bool:
+        """Keep ``outcome``, an agent's decision, for its first call's checkpoint when it may
+        wait for it (``decision_deferrable``), alone; False: checkpoint it now."""
+        if self.kept or not decision_deferrable(config, outcome, cursor):
+            return False
+        self._counter = self.row_counter(cursor)
+        self.kept.append(PriorStep(outcome.step, outcome.run.state, time.monotonic(), outcome.effects.usage))
         return True
 
     def fence(self, outcome: StepOutcome) -> StepOutcome:

@@ -1,8 +1,9 @@
 """Run a held run's steps one after another: an agent run, or a graph run that runs one node
 at a time (its graph does not fan out, or its ``max_parallel`` is 1).
 
-Each step is checkpointed before the next one starts, except the steps of pure nodes, whose
-rows ride in the next checkpoint (``runtime.pure_steps``). A graph run's step that only moves
+Each step is checkpointed before the next one starts, except the steps of pure nodes and an
+agent's decisions that ask only for calls the next checkpoint makes, whose rows ride in the
+next checkpoint (``runtime.pure_steps``). A graph run's step that only moves
 the run on, soon after a full checkpoint, is written as its row alone (``store.steps_ahead``).
 ``runtime.branches`` drives a graph run with several nodes running at once.
 """
@@ -80,7 +81,11 @@ async def drive_in_sequence(
         finally:
             steps.discard(driver)
         failpoint("after_step")
-        if isinstance(config, StructuredConfig) and pure.keep(config, outcome, cursor):
+        if (
+            pure.keep(config, outcome, cursor)
+            if isinstance(config, StructuredConfig)
+            else pure.keep_decision(config, outcome, cursor)
+        ):
             cursor = cursor.after(outcome)  # its row rides in the next checkpoint
             continue
         outcome = pure.fence(outcome)

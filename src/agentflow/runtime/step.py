@@ -133,7 +133,7 @@ class Cursor:
 def _known_after(outcome: StepOutcome, done: Checkpointed | None) -> AgentKnowledge | None:
     """What an agent step knew of its run, with the step itself and the tasks it created."""
     known = outcome.knowledge
-    if known is None or done is None:
+    if known is None:
         return None
     written = outcome.step
     # Canonical, as a read gives it: the next decision shows the model what it would after a read.
@@ -141,7 +141,9 @@ def _known_after(outcome: StepOutcome, done: Checkpointed | None) -> AgentKnowle
         written.seq, written.kind, written.name, json_codec.canonical(written.input),
         json_codec.canonical(written.output),
     )  # fmt: skip
-    return known.with_step(step, written.status).with_tasks(done.created_tasks or [])
+    known = known.with_step(step, written.status)
+    # Without ``done`` the step rides in the next checkpoint (a kept decision: it creates no tasks).
+    return known if done is None else known.with_tasks(done.created_tasks or [])
 
 
 async def execute(

@@ -124,7 +124,12 @@ class StepWriter:
             return None
         labels = self._labels.of(config.name)
         for earlier in prior:
-            metrics.observe_step(earlier.step.kind, earlier.step.status, earlier.step.duration, labels)
+            spent = earlier.usage
+            metrics.observe_step(
+                earlier.step.kind, earlier.step.status, earlier.step.duration, labels,
+                *((spent.model, (spent.input_tokens, spent.output_tokens, spent.cached_input_tokens),
+                   spent.usd_cost, spent.calls) if spent else ()),
+            )  # fmt: skip
         written, usage = outcome.step, outcome.effects.usage
         metrics.observe_step(
             written.kind, written.status, written.duration, labels,

@@ -94,21 +94,26 @@ UNTIMED_STEP_STATE = "$7::jsonb"
 # ($CHILD_ENDS, numbered last): migration 0036 counts each end on this row, which the end
 # updates, so an end that holds the row now is waited for and counted, as a delivery is.
 CHILD_ENDS = "\n                                     WHEN children_ended > $SEEN::bigint THEN now()"
-# Steps of pure nodes that ran before this one and were not checkpointed alone ($PRIOR: seq,
-# attempt, node_id, kind, name, input, output, state, ran = seconds it ran, ago = seconds
-# between its end and this statement): their rows, in this step's commit ($PRIOR_STEPS, before
-# the step's own row: AFTER_PRIOR makes that insert wait for these, so their ids come first,
-# as readers order a run's steps by id).
+# Steps of pure nodes (or an agent's decision) that ran before this one and were not
+# checkpointed alone ($PRIOR: seq, attempt, node_id, kind, name, input, output, state, ran =
+# seconds it ran, ago = seconds between its end and this statement; a decision's model call):
+# their rows, in this step's commit ($PRIOR_STEPS, before the step's own row: AFTER_PRIOR makes
+# that insert wait for these, so their ids come first, as readers order a run's steps by id).
 PRIOR = """, pr AS (
     INSERT INTO run_steps (workspace_id, run_id, seq, attempt, node_id, kind, name, status,
                            input, output, idempotency_key, worker, fencing_token,
-                           started_at, finished_at, state)
+                           started_at, finished_at, state, model, input_tokens, output_tokens,
+                           cached_input_tokens, usd_cost)
     SELECT r.workspace_id, r.id, (x.d->>'seq')::int, (x.d->>'attempt')::int, x.d->>'node_id',
            x.d->>'kind', x.d->>'name', 'completed', nullif(x.d->'input', 'null'),
            nullif(x.d->'output', 'null'),
            r.id::text || ':' || (x.d->>'seq'), $4, $3,
            now() - make_interval(secs => (x.d->>'ago')::float8 + (x.d->>'ran')::float8),
-           now() - make_interval(secs => (x.d->>'ago')::float8), x.d->'state'
+           now() - make_interval(secs => (x.d->>'ago')::float8), x.d->'state',
+           -- A kept decision's model call (a pure node's row has none).
+           x.d->>'model', coalesce((x.d->>'input_tokens')::bigint, 0),
+           coalesce((x.d->>'output_tokens')::bigint, 0),
+           coalesce((x.d->>'cached_input_tokens')::bigint, 0), coalesce((x.d->>'usd_cost')::numeric, 0)
     FROM r, jsonb_array_elements($PRIOR::jsonb) WITH ORDINALITY AS x(d, n)
     ORDER BY x.n
     RETURNING 1

@@ -127,23 +127,31 @@ NO_EFFECTS = Effects()
 
 @frozen
 class PriorStep:
-    """A completed step of a pure node (``NodeSpec.pure``) that is written with the next
-    step's checkpoint: its row, the run's state as it left it, and when it ended
-    (``time.monotonic()``)."""
+    """A completed step that is written with the next step's checkpoint (a pure node's, or an
+    agent's decision whose calls that checkpoint makes): its row, the run's state as it left
+    it, when it ended (``time.monotonic()``) and, for a decision, its model call's usage (on
+    its own row, and counted on the run and the workspace's day by that checkpoint)."""
 
     step: StepWrite
     state: dict[str, Any]
     ended: float
+    usage: ModelUsage | None = None
 
     def to_json(self, now: float) -> dict[str, Any]:
         """The row as the checkpoint's ``$PRIOR`` takes it, ``now`` being the monotonic time
         the statement is built."""
-        s = self.step
-        return {
+        s, u = self.step, self.usage
+        row = {
             "seq": s.seq, "attempt": s.attempt, "node_id": s.node_id, "kind": s.kind, "name": s.name,
             "input": s.input, "output": s.output, "state": self.state, "ran": s.duration,
             "ago": max(now - self.ended, 0.0),
         }  # fmt: skip
+        if u is not None:
+            row |= {
+                "model": u.model, "input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
+                "cached_input_tokens": u.cached_input_tokens, "usd_cost": round(u.usd_cost, 6),
+            }  # fmt: skip
+        return row
 
 
 @frozen
@@ -198,13 +206,15 @@ def _statement(
     timers: bool = True,
     children: bool = False,
     going_on: bool = False,
+    own_usage: bool = True,
 ) -> str:
     """The checkpoint with only the ``parts`` this step needs (the common step needs none),
     with ``usage``, a model call's tokens and cost, with ``return_tasks`` (and tasks to
     create), the created tasks among what it answers, with ``timers`` (the run's new state
     has some), their times stamped by the database, with ``children`` a wait that is due
     at once when a child run ended since the count its step saw (its last parameter), and
-    ``going_on`` for a run that stays in progress (without ``GOING_ON_UNUSED``)."""
+    ``going_on`` for a run that stays in progress (without ``GOING_ON_UNUSED``); without
+    ``own_usage``, the usage is a prior step's (its row has it): not on the step's own row."""
     move = sql_parts.GOING_ON if going_on else sql_parts.RUN_MOVE
     sql, number = sql_parts.CHECKPOINT.replace("$RUN_MOVE", move), _FIXED_PARAMETERS + 1
     if timers:
@@ -237,13 +247,12 @@ def _statement(
             run_usage = run_usage.replace(marker, f"${n}{cast}")
             workspace_usage = workspace_usage.replace(marker, f"${n}{cast}")
         sql = sql.replace("$USAGE", run_usage)
-        sql = sql.replace(
-            "$STEP_USAGE_COLUMNS", ", model, input_tokens, output_tokens, cached_input_tokens, usd_cost"
-        )
+        columns_on_row = ", model, input_tokens, output_tokens, cached_input_tokens, usd_cost"
         step_values = ", " + ", ".join(
             f"${number + i}::{t}" for i, t in enumerate(("text", "bigint", "bigint", "bigint", "numeric"))
         )
-        sql = sql.replace("$STEP_USAGE_VALUES", step_values)
+        sql = sql.replace("$STEP_USAGE_COLUMNS", columns_on_row if own_usage else "")
+        sql = sql.replace("$STEP_USAGE_VALUES", step_values if own_usage else "")
         added += workspace_usage
         columns, source = columns + sql_parts.SPEND_COLUMNS, source + sql_parts.SPEND_JOIN
         number += 6
@@ -321,7 +330,7 @@ async def checkpoint(
     }
     parts = frozenset(name for name, value in values.items() if value is not None)
     args += [values[name] for name, _, _ in _PARTS if name in parts]
-    usage = effects.usage
+    usage, own_usage = _usage(effects, prior)
     if usage is not None:
         args += [usage.model, usage.input_tokens, usage.output_tokens, usage.cached_input_tokens]
         args += [Decimal(str(round(usage.usd_cost, 6))), usage.calls]
@@ -331,7 +340,7 @@ async def checkpoint(
         args.append(seen)
     going_on = run.status == "in_progress"
     statement = _statement(
-        parts, usage is not None, returns_tasks, "timers" in run.state, seen is not None, going_on
+        parts, usage is not None, returns_tasks, "timers" in run.state, seen is not None, going_on, own_usage
     )
     if going_on:
         args = [arg for number, arg in enumerate(args, 1) if number not in GOING_ON_UNUSED]
@@ -346,3 +355,19 @@ async def checkpoint(
         row["status"], row["due_in"], row["cancel_requested"], row["inbox_seq"], row["db_now"], row["timers"],
         spend, created,
     )  # fmt: skip
+
+
+def _usage(effects: Effects, prior: Sequence[PriorStep]) -> tuple[ModelUsage | None, bool]:
+    """The model usage the checkpoint counts on the run and the day, and whether it is the
+    step's own (else a prior decision's, whose row carries it).
+
+    Raises:
+        ValueError: usage on more than one of them (a decision is kept only for calls that
+            use no model, and alone).
+    """
+    kept = [p.usage for p in prior if p.usage is not None]
+    if not kept:
+        return effects.usage, True
+    if effects.usage is not None or len(kept) > 1:
+        raise ValueError("one checkpoint counts one model call's usage")
+    return kept[0], False
