@@ -20,6 +20,7 @@ import time
 from dataclasses import replace
 
 from agentflow.core.agent_context import DECIDE_KIND
+from agentflow.core.agent_state import needs_approval
 from agentflow.core.definitions import AgentConfig, StructuredConfig
 from agentflow.core.statuses import RunStatus
 from agentflow.runtime.step import Cursor, StepOutcome
@@ -90,7 +91,9 @@ def decision_deferrable(config: AgentConfig, outcome: StepOutcome, cursor: Curso
         and isinstance(calls, list)
         and bool(calls)
         and all(
-            isinstance(c, dict) and c.get("name") in SHARED_CALLS and c.get("name") not in config.approvals
+            isinstance(c, dict)
+            and c.get("name") in SHARED_CALLS
+            and not needs_approval(config, str(c.get("name")))
             for c in calls
         )
     )
