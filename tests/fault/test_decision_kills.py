@@ -12,9 +12,6 @@ whose checkpoint drops the decision it was given: the count must find the decisi
 
 from __future__ import annotations
 
-import asyncio
-import os
-import sys
 from typing import Any
 from uuid import UUID
 
@@ -22,9 +19,9 @@ import pytest
 
 from agentflow.engine import Engine
 from agentflow.llm.scripted import ScriptedProvider
-from agentflow.store import runs
 from tests.conftest import make_settings
 from tests.support.agents import agent_workflow, calls, running_worker
+from tests.support.kills import drop_prior_steps, kill_at_first_checkpoint
 
 pytestmark = pytest.mark.fault
 
@@ -63,13 +60,7 @@ def _model() -> ScriptedProvider:
 
 async def strand(engine: Engine, database_url: str) -> UUID:
     """A run whose worker died with its decision and its call run, neither written."""
-    env = {**os.environ, "AGENTFLOW_FAILPOINTS": "before_checkpoint"}
-    starter = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", STARTER, database_url, str(LEASE_TTL), stdout=asyncio.subprocess.PIPE, env=env
-    )
-    out, _ = await asyncio.wait_for(starter.communicate(), 60)
-    assert starter.returncode == -9, out  # killed by its failpoint
-    run_id = UUID(out.decode().split()[0])
+    run_id = await kill_at_first_checkpoint(STARTER, database_url, LEASE_TTL)
     stranded = await engine.get_run(run_id)
     assert stranded.status.value == "in_progress" and stranded.lease_owner is not None
     assert await engine.list_steps(run_id) == [], "the decision was not written alone"
@@ -114,16 +105,11 @@ async def test_a_decision_cut_off_by_a_kill_is_asked_again_and_recorded_once(dat
 async def test_negative_control_a_checkpoint_that_drops_its_decision_is_caught(
     database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = runs.checkpoint
-
-    async def dropping(*args: Any, **kwargs: Any) -> Any:
-        return await real(*args[:8], **{k: v for k, v in kwargs.items() if k != "prior"})
-
     engine = await Engine.connect(make_settings(database_url, lease_ttl=LEASE_TTL), migrate_schema=False)
     try:
         await engine.publish_workflow(agent_workflow())
         run_id = await strand(engine, database_url)
-        monkeypatch.setattr(runs, "checkpoint", dropping)
+        drop_prior_steps(monkeypatch)
         done, counted = await rescue(engine, run_id)
         assert done.status.value == "completed"
         assert counted == {"agent.tool": 2}, counted  # the decisions and their tokens are gone

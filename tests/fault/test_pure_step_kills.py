@@ -12,9 +12,6 @@ missing.
 
 from __future__ import annotations
 
-import asyncio
-import os
-import sys
 from typing import Any
 from uuid import UUID
 
@@ -22,9 +19,9 @@ import pytest
 
 from agentflow.bench.tools import NOOP
 from agentflow.engine import Engine
-from agentflow.store import runs
 from tests.conftest import make_settings
 from tests.support.agents import running_worker
+from tests.support.kills import drop_prior_steps, kill_at_first_checkpoint
 
 pytestmark = pytest.mark.fault
 
@@ -69,13 +66,7 @@ asyncio.run(main())
 
 async def strand(engine: Engine, database_url: str) -> UUID:
     """A run whose worker died with its pure steps and its tool step run, none written."""
-    env = {**os.environ, "AGENTFLOW_FAILPOINTS": "before_checkpoint"}
-    starter = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", STARTER, database_url, str(LEASE_TTL), stdout=asyncio.subprocess.PIPE, env=env
-    )
-    out, _ = await asyncio.wait_for(starter.communicate(), 60)
-    assert starter.returncode == -9, out  # killed by its failpoint
-    run_id = UUID(out.decode().split()[0])
+    run_id = await kill_at_first_checkpoint(STARTER, database_url, LEASE_TTL)
     stranded = await engine.get_run(run_id)
     assert stranded.status.value == "in_progress" and stranded.lease_owner is not None
     assert stranded.step_seq == 0 and await engine.list_steps(run_id) == [], "no pure step written alone"
@@ -112,16 +103,11 @@ async def test_pure_steps_cut_off_by_a_kill_run_again_and_are_recorded_once(data
 async def test_negative_control_a_checkpoint_that_drops_its_pure_steps_is_caught(
     database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = runs.checkpoint
-
-    async def dropping(*args: Any, **kwargs: Any) -> Any:
-        return await real(*args[:8], **{k: v for k, v in kwargs.items() if k != "prior"})
-
     engine = await Engine.connect(make_settings(database_url, lease_ttl=LEASE_TTL), migrate_schema=False)
     try:
         await engine.publish_workflow(FLOW)
         run_id = await strand(engine, database_url)
-        monkeypatch.setattr(runs, "checkpoint", dropping)
+        drop_prior_steps(monkeypatch)
         done, counted = await rescue(engine, run_id)
         assert done.status.value == "completed"
         missing = [node for node in NODES if counted.get(node, 0) != 1]
