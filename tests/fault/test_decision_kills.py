@@ -6,8 +6,11 @@ A decision that asks only for calls its next checkpoint makes (here ``create_tas
 that checkpoint. The starting process (a real subprocess with its own worker) kills itself at
 its first checkpoint (failpoint ``before_checkpoint``): by then the decision and the call have
 run, and nothing of them is stored. Once the lease expires another worker takes the run, asks
-the same scripted model again and goes on. The negative control rescues the run with a worker
-whose checkpoint drops the decision it was given: the count must find the decisions missing.
+the same scripted model again and goes on. In the second case an event waits in the run's
+inbox before its first decision: the decision consumes it in that same checkpoint, so the kill
+leaves it unconsumed and the rescuing decision sees it and consumes it, once. The negative
+control rescues the run with a worker whose checkpoint drops the decision it was given: the
+count must find the decisions (and the event's consumption) missing.
 """
 
 from __future__ import annotations
@@ -42,10 +45,14 @@ async def main() -> None:
         Message("assistant", "", (ToolCall("c0", "complete", {"summary": "Created the task."}),)),
     ])
     worker = engine.worker(concurrency=1, dispatch=False, model=model)
-    task = asyncio.create_task(worker.run())
     run = await engine.start_run("meeting-follow-up", {"note": "kill"})
+    if sys.argv[3:] == ["event"]:  # delivered before the worker claims the run
+        await engine.db.pool.execute(
+            "INSERT INTO run_inbox (workspace_id, run_id, kind, payload) VALUES ($1, $2, 'event', $3)",
+            run.workspace_id, run.id, '{"topic": "meeting.completed", "data": {"title": "Renewal call"}}',
+        )
     print(run.id, flush=True)
-    await task  # the first checkpoint's failpoint kills this process
+    await worker.run()  # the first checkpoint's failpoint kills this process
 
 asyncio.run(main())
 """
@@ -58,14 +65,26 @@ def _model() -> ScriptedProvider:
     )
 
 
-async def strand(engine: Engine, database_url: str) -> UUID:
-    """A run whose worker died with its decision and its call run, neither written."""
-    run_id = await kill_at_first_checkpoint(STARTER, database_url, LEASE_TTL)
+async def strand(engine: Engine, database_url: str, event: bool) -> UUID:
+    """A run whose worker died with its decision and its call run, neither written (with
+    ``event``, an event the decision saw waits in its inbox)."""
+    run_id = await kill_at_first_checkpoint(STARTER, database_url, LEASE_TTL, *(["event"] if event else []))
     stranded = await engine.get_run(run_id)
     assert stranded.status.value == "in_progress" and stranded.lease_owner is not None
     assert await engine.list_steps(run_id) == [], "the decision was not written alone"
     assert await engine.tasks.list(run_id=run_id) == []
+    assert await _events(engine, run_id) == ([(False, None)] if event else []), "still unconsumed"
     return run_id
+
+
+async def _events(engine: Engine, run_id: UUID) -> list[tuple[bool, int | None]]:
+    """The run's delivered events: (consumed, by which step)."""
+    rows = await engine.db.pool.fetch(
+        "SELECT consumed_at IS NOT NULL AS consumed, consumed_seq FROM run_inbox"
+        " WHERE run_id = $1 AND kind = 'event' ORDER BY id",
+        run_id,
+    )
+    return [(r["consumed"], r["consumed_seq"]) for r in rows]
 
 
 async def rescue(engine: Engine, run_id: UUID) -> tuple[Any, dict[str, int]]:
@@ -79,11 +98,14 @@ async def rescue(engine: Engine, run_id: UUID) -> tuple[Any, dict[str, int]]:
     return done, {r["kind"]: r["n"] for r in rows}
 
 
-async def test_a_decision_cut_off_by_a_kill_is_asked_again_and_recorded_once(database_url: str) -> None:
+@pytest.mark.parametrize("event", [False, True], ids=["started", "event-woken"])
+async def test_a_decision_cut_off_by_a_kill_is_asked_again_and_recorded_once(
+    database_url: str, event: bool
+) -> None:
     engine = await Engine.connect(make_settings(database_url, lease_ttl=LEASE_TTL), migrate_schema=False)
     try:
         await engine.publish_workflow(agent_workflow())
-        run_id = await strand(engine, database_url)
+        run_id = await strand(engine, database_url, event)
         done, counted = await rescue(engine, run_id)
         assert done.status.value == "completed", done.error
         assert counted == {"agent.decide": 2, "agent.tool": 2}
@@ -98,21 +120,25 @@ async def test_a_decision_cut_off_by_a_kill_is_asked_again_and_recorded_once(dat
         assert done.input_tokens == sum(d.input_tokens for d in decisions) > 0
         day = await engine.db.pool.fetchval("SELECT model_calls FROM workspace_usage")
         assert day == 2, "the recorded calls, each counted once"
+        # The event: consumed once, by the rescuing decision that saw it.
+        assert await _events(engine, run_id) == ([(True, 0)] if event else [])
     finally:
         await engine.close()
 
 
+@pytest.mark.parametrize("event", [False, True], ids=["started", "event-woken"])
 async def test_negative_control_a_checkpoint_that_drops_its_decision_is_caught(
-    database_url: str, monkeypatch: pytest.MonkeyPatch
+    database_url: str, monkeypatch: pytest.MonkeyPatch, event: bool
 ) -> None:
     engine = await Engine.connect(make_settings(database_url, lease_ttl=LEASE_TTL), migrate_schema=False)
     try:
         await engine.publish_workflow(agent_workflow())
-        run_id = await strand(engine, database_url)
+        run_id = await strand(engine, database_url, event)
         drop_prior_steps(monkeypatch)
         done, counted = await rescue(engine, run_id)
         assert done.status.value == "completed"
         assert counted == {"agent.tool": 2}, counted  # the decisions and their tokens are gone
         assert done.input_tokens == 0
+        assert await _events(engine, run_id) == ([(False, None)] if event else []), "never consumed"
     finally:
         await engine.close()

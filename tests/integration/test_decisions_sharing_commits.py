@@ -3,8 +3,9 @@
 A decision asking for ``create_task``, ``send_notification`` or ``complete`` (and nothing that
 needs an approval) is not checkpointed alone: its row, with its model call's tokens, is written
 in the checkpoint of its first call, which counts those tokens on the run and the workspace's
-day. Any other decision (a call that needs approval, one that reaches outside the engine) is
-checkpointed before its call runs. Each step keeps its own row, number and times.
+day, and consumes the inbox rows the decision saw (under the decision's number). Any other
+decision (a call that needs approval, one that reaches outside the engine) is checkpointed
+before its call runs. Each step keeps its own row, number and times.
 """
 
 from __future__ import annotations
@@ -12,10 +13,32 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
+import asyncpg
+
+import agentflow
 from agentflow.core.chat import Message, ModelRequest
+from agentflow.core.step_context import StepContext
 from agentflow.engine import Engine
 from agentflow.llm.scripted import ScriptedProvider
+from agentflow.store import replays
 from tests.support.agents import agent_workflow, calls, running_worker, until
+
+DELIVER_URL: dict[str, str] = {}
+
+
+@agentflow.tool(name="test_deliver_an_event_here")
+async def deliver_an_event_here(ctx: StepContext) -> dict[str, Any]:
+    """Deliver an event to the calling run's inbox from another connection (as a dispatched
+    event would be)."""
+    conn = await asyncpg.connect(DELIVER_URL["url"])
+    try:
+        await conn.execute(
+            "INSERT INTO run_inbox (workspace_id, run_id, kind, payload) VALUES ($1, $2, 'event', $3)",
+            ctx.workspace_id, ctx.run_id, '{"topic": "meeting.completed", "data": {"title": "Renewal call"}}',
+        )  # fmt: skip
+    finally:
+        await conn.close()
+    return {"delivered": True}
 
 
 def _recording(*messages: Message) -> tuple[ScriptedProvider, list[ModelRequest]]:
@@ -106,3 +129,42 @@ async def test_a_decision_with_a_call_outside_the_engine_is_checkpointed_before_
     steps = await _steps(engine, run.id)
     assert [(s["kind"], s["name"]) for s in steps][1:] == [("agent.tool", "wait")]
     assert steps[0]["tx"] != steps[1]["tx"]
+
+
+async def test_a_decision_woken_by_an_event_consumes_it_in_its_calls_checkpoint(
+    engine: Engine, database_url: str
+) -> None:
+    DELIVER_URL["url"] = database_url
+    model, asked = _recording(
+        # The first decision has an event delivered and waits; the delivery ends the wait.
+        calls(("test_deliver_an_event_here", {}), ("wait", {"duration": "1h"})),
+        calls(("create_task", {"title": "Prepare the renewal"})),
+        calls(("complete", {"summary": "Handled the renewal call."})),
+    )
+    await engine.publish_workflow(agent_workflow(tools=["test_deliver_an_event_here"]))
+    async with running_worker(engine, model=model):
+        run = await engine.start_run("meeting-follow-up", {"note": "manual"})
+        done = await until(engine, run.id, lambda r: r.status.is_terminal)
+    assert done.status == "completed", done.error
+    assert "Renewal call" in "\n".join(m.content for m in asked[1].messages), "the second decision saw it"
+
+    steps = await _steps(engine, run.id)
+    woken = next(s for s in steps if s["kind"] == "agent.decide" and s["seq"] > 0 and s["seq"] < steps[-1]["seq"]
+                 and any(t["name"] == "create_task" and t["seq"] == s["seq"] + 1 for t in steps))  # fmt: skip
+    task_call = next(s for s in steps if s["seq"] == woken["seq"] + 1)
+    assert task_call["name"] == "create_task"
+    assert woken["tx"] == task_call["tx"], "the woken decision rode in its call's checkpoint"
+    rows = await engine.db.pool.fetch(
+        "SELECT consumed_at IS NOT NULL AS consumed, consumed_seq, xmin::text AS tx FROM run_inbox"
+        " WHERE run_id = $1 AND kind = 'event'",
+        run.id,
+    )
+    # Consumed once, by that checkpoint, under the decision's own number.
+    assert [dict(r) for r in rows] == [{"consumed": True, "consumed_seq": woken["seq"], "tx": woken["tx"]}]
+    seen = await replays.events_seen(engine.db.pool, done.workspace_id, run.id, woken["seq"])
+    assert [e["payload"]["data"]["title"] for e in seen] == ["Renewal call"]
+    # The last decision was not shown the event again as new.
+    assert len(asked) == 3
+    assert "Renewal call" not in asked[2].messages[-1].content
+    tasks = await engine.tasks.list(run_id=run.id)
+    assert [t.title for t in tasks] == ["Prepare the renewal"]

@@ -19,13 +19,14 @@ import pytest
 from agentflow.store import runs
 
 
-async def kill_at_first_checkpoint(starter: str, database_url: str, lease_ttl: float) -> UUID:
-    """Run ``starter`` (given the database URL and the lease TTL) until its first checkpoint
-    kills it; the id of the run it printed."""
+async def kill_at_first_checkpoint(starter: str, database_url: str, lease_ttl: float, *more: str) -> UUID:
+    """Run ``starter`` (given the database URL, the lease TTL and ``more``) until its first
+    checkpoint kills it; the id of the run it printed."""
     env = {**os.environ, "AGENTFLOW_FAILPOINTS": "before_checkpoint"}
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", starter, database_url, str(lease_ttl), stdout=asyncio.subprocess.PIPE, env=env
-    )
+        sys.executable, "-c", starter, database_url, str(lease_ttl), *more, stdout=asyncio.subprocess.PIPE,
+        env=env,
+    )  # fmt: skip
     out, _ = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode == -9, out  # killed by its failpoint
     return UUID(out.decode().split()[0])

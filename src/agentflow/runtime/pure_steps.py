@@ -70,11 +70,12 @@ rides in the checkpoint of its first call."""
 
 def decision_deferrable(config: AgentConfig, outcome: StepOutcome, cursor: Cursor) -> bool:
     """Whether ``outcome``, an agent's decision, may be written with its first call's
-    checkpoint: its first attempt completed, with no write but its model call's usage, no
-    inbox rows used, and every call it asks for is one of ``SHARED_CALLS`` that needs no
-    approval. Nothing those calls do reaches outside the engine's tables before that commit,
-    so a worker that dies before it loses the decision and its calls alike (the next claim
-    asks the model again), and none is made twice."""
+    checkpoint: its first attempt completed, with no write but its model call's usage (and
+    the inbox rows it used, which that checkpoint consumes), and every call it asks for is one
+    of ``SHARED_CALLS`` that needs no approval. Nothing those calls do reaches outside the
+    engine's tables before that commit, so a worker that dies before it loses the decision and
+    its calls alike (the next claim asks the model again, the same rows unconsumed before it),
+    and none is made twice."""
     run = outcome.run
     agent = run.state.get("agent")
     calls = agent.get("pending") if isinstance(agent, dict) else None
@@ -85,7 +86,6 @@ def decision_deferrable(config: AgentConfig, outcome: StepOutcome, cursor: Curso
         and run.advance
         and run.status == RunStatus.IN_PROGRESS.value
         and outcome.effects == Effects(usage=outcome.effects.usage)
-        and not run.consumed
         and run.wake_after is None
         and run.wake_at is None
         and isinstance(calls, list)
@@ -165,7 +165,8 @@ class PureSteps:
         if self.kept or not decision_deferrable(config, outcome, cursor):
             return False
         self._counter = self.row_counter(cursor)
-        self.kept.append(PriorStep(outcome.step, outcome.run.state, time.monotonic(), outcome.effects.usage))
+        run, usage = outcome.run, outcome.effects.usage
+        self.kept.append(PriorStep(outcome.step, run.state, time.monotonic(), usage, run.consumed))
         return True
 
     def fence(self, outcome: StepOutcome) -> StepOutcome:

@@ -125,6 +125,15 @@ CONSUME = """, c AS (
     FROM r WHERE i.workspace_id = r.workspace_id AND i.run_id = r.id
       AND i.id = ANY($ROWS::bigint[]) AND i.consumed_at IS NULL
 )"""
+# Consuming the inbox rows a kept decision used (``consumed`` in $PRIOR), exactly once with
+# it, under its own number: what a decision saw is found by that number (store.replays).
+PRIOR_CONSUME = """, pc AS (
+    UPDATE run_inbox i SET consumed_at = now(), consumed_seq = (x.d->>'seq')::int
+    FROM r, jsonb_array_elements($PRIOR::jsonb) AS x(d),
+         jsonb_array_elements_text(x.d->'consumed') AS c(id)
+    WHERE i.workspace_id = r.workspace_id AND i.run_id = r.id
+      AND i.id = c.id::bigint AND i.consumed_at IS NULL
+)"""
 # Inserting the tasks the step asked for ($TASKS), exactly once with the step.
 TASKS = """, t AS (
     INSERT INTO tasks (workspace_id, id, run_id, origin_key, title, description, assignee,

@@ -130,12 +130,14 @@ class PriorStep:
     """A completed step that is written with the next step's checkpoint (a pure node's, or an
     agent's decision whose calls that checkpoint makes): its row, the run's state as it left
     it, when it ended (``time.monotonic()``) and, for a decision, its model call's usage (on
-    its own row, and counted on the run and the workspace's day by that checkpoint)."""
+    its own row, and counted on the run and the workspace's day by that checkpoint) and the
+    inbox rows it used (consumed by that checkpoint under the decision's number)."""
 
     step: StepWrite
     state: dict[str, Any]
     ended: float
     usage: ModelUsage | None = None
+    consumed: tuple[int, ...] = ()
 
     def to_json(self, now: float) -> dict[str, Any]:
         """The row as the checkpoint's ``$PRIOR`` takes it, ``now`` being the monotonic time
@@ -146,6 +148,8 @@ class PriorStep:
             "input": s.input, "output": s.output, "state": self.state, "ran": s.duration,
             "ago": max(now - self.ended, 0.0),
         }  # fmt: skip
+        if self.consumed:
+            row["consumed"] = list(self.consumed)
         if u is not None:
             row |= {
                 "model": u.model, "input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
@@ -207,6 +211,7 @@ def _statement(
     children: bool = False,
     going_on: bool = False,
     own_usage: bool = True,
+    prior_consumes: bool = False,
 ) -> str:
     """The checkpoint with only the ``parts`` this step needs (the common step needs none),
     with ``usage``, a model call's tokens and cost, with ``return_tasks`` (and tasks to
@@ -214,7 +219,8 @@ def _statement(
     has some), their times stamped by the database, with ``children`` a wait that is due
     at once when a child run ended since the count its step saw (its last parameter), and
     ``going_on`` for a run that stays in progress (without ``GOING_ON_UNUSED``); without
-    ``own_usage``, the usage is a prior step's (its row has it): not on the step's own row."""
+    ``own_usage``, the usage is a prior step's (its row has it): not on the step's own row;
+    with ``prior_consumes``, a prior step (a kept decision) consumes the inbox rows it used."""
     move = sql_parts.GOING_ON if going_on else sql_parts.RUN_MOVE
     sql, number = sql_parts.CHECKPOINT.replace("$RUN_MOVE", move), _FIXED_PARAMETERS + 1
     if timers:
@@ -235,6 +241,8 @@ def _statement(
             if name == "prior":  # before the step's own row (checkpoint_sql.PRIOR)
                 sql = sql.replace("$PRIOR_STEPS", fragment.replace(marker, f"${number}"))
                 sql = sql.replace("$AFTER_PRIOR", sql_parts.AFTER_PRIOR)
+                if prior_consumes:
+                    added += sql_parts.PRIOR_CONSUME.replace(marker, f"${number}")
             else:
                 added += fragment.replace(marker, f"${number}")
             number += 1
@@ -340,8 +348,9 @@ async def checkpoint(
         args.append(seen)
     going_on = run.status == "in_progress"
     statement = _statement(
-        parts, usage is not None, returns_tasks, "timers" in run.state, seen is not None, going_on, own_usage
-    )
+        parts, usage is not None, returns_tasks, "timers" in run.state, seen is not None, going_on, own_usage,
+        any(p.consumed for p in prior),
+    )  # fmt: skip
     if going_on:
         args = [arg for number, arg in enumerate(args, 1) if number not in GOING_ON_UNUSED]
     row = await pool.fetchrow(statement, *args)
