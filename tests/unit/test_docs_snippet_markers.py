@@ -68,7 +68,7 @@ def test_broken_links_anchors_and_cited_files_are_found(tmp_path: Path) -> None:
         tmp_path,
         "# Title\n\n[ok](other.md#a-heading) [ok](#title) [web](https://example.com/x.md)\n"
         "[gone](missing.md) [no anchor](other.md#nope) `docs/nowhere/file.py` see NOWHERE.md\n"
-        "`src/agentflow/engine.py` `llm/select.py` `src/agentflow/knowledge/playbooks/*.md`\n"
+        "`src/agentflow/settings.py` `llm/select.py` `src/agentflow/knowledge/playbooks/*.md`\n"
         "```bash\ncat not-checked-in-code.md\n```\n<!-- snippet: file hidden-name.md -->\n",
     )
     problems = broken_references(doc)
