@@ -179,9 +179,13 @@ def _latency(result: WorkloadResult, steps: list[queries.StepTime], commit: floa
     """Per-step latency one run at a time, and the split between deciding and acting."""
     gaps = Summary.of([s.gap for s in steps]).scaled(1000)
     target = Target("<=", round(TARGET_STEP_FLOOR_RATIO * commit, 3), "ms (3× floor, issue 12)")
-    result.add("p50 per step (one run at a time)", gaps.p50, "ms", floor=commit, target=target)
+    # The target is judged on the mean (a run's time from its claim to its last checkpoint, per
+    # step): since a decision rides in its call's checkpoint, a run's gaps are two short (the
+    # calls) and two long (a claim or a commit, then a decision), and their p50 falls between
+    # the longest short one and the shortest long one, whichever runs those were.
+    result.add("mean per step (claim -> last checkpoint / 4)", gaps.mean, "ms", floor=commit, target=target)
+    result.add("p50 per step (one run at a time)", gaps.p50, "ms", floor=commit)
     result.add("p99 per step (one run at a time)", gaps.p99, "ms", floor=commit)
-    result.add("mean per step (claim -> last checkpoint / 4)", gaps.mean, "ms", floor=commit)
     decide = Summary.of([s.ran for s in steps if s.kind == "agent.decide"]).scaled(1000)
     act = Summary.of([s.ran for s in steps if s.kind == "agent.tool"]).scaled(1000)
     # After the first step, gap - ran is the step's checkpoint and the hand-off to it.
