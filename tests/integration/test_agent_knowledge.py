@@ -1,8 +1,9 @@
 """What a held agent run's worker knows for its next decision, against what a read would give.
 
-The worker reads a run's history once (its first decision after the claim) and then keeps the
-steps it checkpointed, canonical as a read makes them; it keeps the tasks it read and those its checkpoints created,
-and reads them again after a delivery (each change to a task is one).
+The worker reads a run's history once (with the claim's begin, in the same statement, when the
+run's next step is a decision) and then keeps the steps it checkpointed, canonical as a read
+makes them; it keeps the tasks it read and those its checkpoints created, and reads them again
+after a delivery (each change to a task is one).
 """
 
 from __future__ import annotations
@@ -43,7 +44,13 @@ class Reads:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.history_flags: list[bool] = []
         self.known: list[AgentKnowledge | None] = []
+        self.begun = 0  # begins that read what the decision after them reads
         real_reads, real_known = agent_reads.decision_reads, loop._decision_reads
+        real_begin = agent_reads.begin_reading
+
+        async def begin(*args: Any) -> agent_reads.DecisionReads | None:
+            self.begun += 1
+            return await real_begin(*args)
 
         async def reads(*args: Any, history: bool = True) -> agent_reads.DecisionReads:
             self.history_flags.append(history)
@@ -54,6 +61,7 @@ class Reads:
             return await real_known(run, env, knowledge, spend)
 
         monkeypatch.setattr(agent_reads, "decision_reads", reads)
+        monkeypatch.setattr(agent_reads, "begin_reading", begin)
         monkeypatch.setattr(loop, "_decision_reads", known)
 
 
@@ -74,9 +82,11 @@ async def test_a_held_agent_run_reads_its_history_once_and_keeps_it_as_a_read_gi
     assert done.status == "completed", done.error
     assert len(model.requests) == 3
 
-    # Only the claim's first decision read the history; the others knew it.
-    assert reads.history_flags[0] is True
-    assert reads.history_flags.count(True) == 1, reads.history_flags
+    # The claim's begin read the history (and the rest) for the first decision: no decision
+    # read it, and the first one knew the run already.
+    assert reads.begun == 1
+    assert reads.history_flags.count(True) == 0, reads.history_flags
+    assert reads.known[0] is not None and reads.known[0].history == ()
     last = reads.known[-1]
     assert last is not None, "the third decision knew the run"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from uuid import UUID
 
 from agentflow.engine import Engine
-from agentflow.store import runs
+from agentflow.store import agent_reads, runs
 
 FLOW = {
     "name": "claims",
@@ -133,3 +133,30 @@ async def test_the_next_due_run_is_the_earliest_ready_or_held_one(engine: Engine
     )
     for code in (True, False):
         assert 4 < (await runs.seconds_to_next_due(engine.db.pool, code=code) or 0) <= 5  # the wait
+
+
+async def test_a_begin_that_reads_for_a_decision_begins_as_begin_does_and_is_fenced(engine: Engine) -> None:
+    from tests.support.agents import agent_workflow
+
+    await engine.publish_workflow(agent_workflow("claims-agent"))
+    await engine.accounts.upsert("acme", name="Acme")
+    run = await engine.start_run("claims-agent", {"account_id": "acme"})
+    held = await claim_one(engine, "w1", run.id)
+    begun = await agent_reads.begin_reading(
+        engine.db.pool, run.workspace_id, run.id, held.run.fencing_token, "w1", "acme"
+    )
+    # What a decision's own read gives, and the step begun: a worker lost now costs a rescue.
+    read = await agent_reads.decision_reads(engine.db.pool, run.workspace_id, run.id, "acme")
+    assert begun == read and begun.account is not None and begun.account["name"] == "Acme"
+    await lapse(engine, run.id)
+    again = await claim_one(engine, "w2", run.id)
+    row = await engine.db.pool.fetchrow("SELECT rescues, unstarted_rescues FROM runs WHERE id = $1", run.id)
+    assert (row["rescues"], row["unstarted_rescues"]) == (1, 0)
+    # Fenced: the lost worker's begin (and its reads) come back empty.
+    stale = await agent_reads.begin_reading(
+        engine.db.pool, run.workspace_id, run.id, held.run.fencing_token, "w1", "acme"
+    )
+    assert stale is None
+    assert await engine.db.pool.fetchval("SELECT began_token FROM runs WHERE id = $1", run.id) != (
+        again.run.fencing_token
+    )

@@ -73,7 +73,7 @@ async def next_step(
     except StepFailure as failure:
         return _failed(config, state, attempt, failure.info, failure.retryable, DECIDE_KIND, "memory", None)
     elapsed = _elapsed(run, now)
-    if state.phase == "act" and state.pending:
+    if not state.decides_next:
         step = await _act(config, run, state, attempt, seq, token, env, elapsed)
     else:
         reads, known = await _decision_reads(run, env, known, spend)
@@ -102,6 +102,12 @@ async def _decision_reads(
     history = tuple(reads.history) if known is None else known.history
     knowledge = AgentKnowledge(history, tuple(reads.tasks), reads.account, now)
     return replace(reads, history=list(history)), knowledge
+
+
+def knowledge_of(reads: agent_reads.DecisionReads) -> AgentKnowledge:
+    """What a decision's reads (with the history) tell the worker, as of now: the next
+    decision reads nothing while it stays fresh (``_decision_reads``)."""
+    return AgentKnowledge(tuple(reads.history), tuple(reads.tasks), reads.account, time.monotonic())
 
 
 async def _decide(

@@ -60,6 +60,11 @@ class AgentState:
     invalid_outputs: int = 0
     child: dict[str, Any] | None = None
 
+    @property
+    def decides_next(self) -> bool:
+        """Whether the run's next step is a decision (not a call one asked for)."""
+        return not (self.phase == ACT and self.pending)
+
     @classmethod
     def from_json(cls, doc: dict[str, Any] | None) -> AgentState:
         """Read a stored state document (an empty one is a new run)."""

@@ -2,18 +2,33 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 from agentflow.agent.env import AgentEnv
-from agentflow.agent.loop import next_step
+from agentflow.agent.loop import knowledge_of, next_step
+from agentflow.core.agent_state import AgentState
 from agentflow.core.definitions import AgentConfig
 from agentflow.core.inbox import AWAITING_EVENT
 from agentflow.core.records import RunRecord
 from agentflow.core.statuses import RunStatus
 from agentflow.runtime import tracing
 from agentflow.runtime.step import Cursor, StepOutcome
-from agentflow.store import json_codec
+from agentflow.store import agent_reads, json_codec, runs
 from agentflow.store.checkpoints import RunWrite, StepWrite
+from agentflow.store.commit_groups import RowFetcher
+
+
+async def begin(commits: RowFetcher, run: RunRecord, token: int, owner: str, cursor: Cursor) -> Cursor | None:
+    """Begin the claimed run's step (``runs.begin``); before a decision, read what it reads in
+    the same statement, so that the decision reads nothing more (the cursor carries it). None
+    when the lease was lost."""
+    if not AgentState.from_json(cursor.state).decides_next:
+        return cursor if await runs.begin(commits, run.workspace_id, run.id, token, owner) else None
+    reads = await agent_reads.begin_reading(commits, run.workspace_id, run.id, token, owner, run.account_id)
+    if reads is None:
+        return None
+    return replace(cursor, agent=knowledge_of(reads), spend=(reads.spend, time.monotonic()))
 
 
 async def execute(

@@ -319,9 +319,17 @@ class Worker:
             cursor = step.Cursor.of(run, outputs, pending)
             # Loaded: from here a lost worker cuts the step off, and costs the run a rescue (an
             # eager start's insert began its run: this process had all the run needs then).
-            if not begun and not await runs.begin(self._commits, run.workspace_id, run.id, token, self.name):
-                logger.info("run %s: lease lost before its step began", run.id)
-                return
+            if not begun:
+                if isinstance(config, AgentConfig):  # a decision's reads go in the same statement
+                    began = await agent_step.begin(self._commits, run, token, self.name, cursor)
+                elif await runs.begin(self._commits, run.workspace_id, run.id, token, self.name):
+                    began = cursor
+                else:
+                    began = None
+                if began is None:
+                    logger.info("run %s: lease lost before its step began", run.id)
+                    return
+                cursor = began
             if await self._drive_steps(config, run, held, cursor, behind):
                 await release_quietly(self.db.pool, run, token, self.name)
         except asyncio.CancelledError:

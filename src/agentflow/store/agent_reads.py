@@ -14,6 +14,7 @@ import asyncpg
 from agentflow.core.agent_context import HistoryStep
 from agentflow.core.frozen import frozen
 from agentflow.store import json_codec
+from agentflow.store.commit_groups import RowFetcher
 
 
 async def history(pool: asyncpg.Pool, workspace_id: UUID, run_id: UUID) -> list[HistoryStep]:
@@ -90,7 +91,7 @@ _HISTORY = """
         FROM run_steps s WHERE s.workspace_id = $1 AND s.run_id = $2 AND s.status = 'completed'
           AND s.kind LIKE 'agent.%') AS history,"""
 _DECISION_READS = """
-SELECT coalesce(u.usd_cost, 0)::float8 AS usd,
+SELECT {begun}coalesce(u.usd_cost, 0)::float8 AS usd,
        coalesce(u.input_tokens + u.output_tokens, 0) AS tokens,
        b.daily_usd::float8 AS daily_usd, b.daily_tokens,
        (SELECT jsonb_build_object('id', a.id, 'name', a.name, 'owner', a.owner, 'attributes', a.attributes)
@@ -98,12 +99,22 @@ SELECT coalesce(u.usd_cost, 0)::float8 AS usd,
 {history}
        (SELECT coalesce(jsonb_agg({task} ORDER BY t.created_at, t.id), '[]')
         FROM tasks t WHERE t.workspace_id = $1 AND t.run_id = $2) AS tasks
-FROM (SELECT $1::uuid AS ws) w
+FROM {source}(SELECT $1::uuid AS ws) w
 LEFT JOIN workspace_usage u ON u.workspace_id = w.ws AND u.day = (now() AT TIME ZONE 'UTC')::date
 LEFT JOIN workspace_budgets b ON b.workspace_id = w.ws
 """
-_WITH_HISTORY = _DECISION_READS.format(history=_HISTORY, task=TASK_JSON.format(t="t"))
-_WITHOUT_HISTORY = _DECISION_READS.format(history="", task=TASK_JSON.format(t="t"))
+_WITH_HISTORY = _DECISION_READS.format(begun="", source="", history=_HISTORY, task=TASK_JSON.format(t="t"))
+_WITHOUT_HISTORY = _DECISION_READS.format(begun="", source="", history="", task=TASK_JSON.format(t="t"))
+# runs.begin's update ($4: the token, $5: the owner), then the reads: no row when the lease
+# was lost. IS TRUE: found by its key, not through runs_by_status (see checkpoint_sql.CHECKPOINT).
+_BEGUN_READS = """
+WITH begun AS (
+    UPDATE runs SET began_token = $4 WHERE workspace_id = $1 AND id = $2
+      AND fencing_token = $4 AND lease_owner = $5 AND (status = 'in_progress') IS TRUE
+    RETURNING id
+)""" + _DECISION_READS.format(
+    begun="begun.id, ", source="begun CROSS JOIN ", history=_HISTORY, task=TASK_JSON.format(t="t")
+)
 
 
 async def decision_reads(
@@ -118,6 +129,24 @@ async def decision_reads(
     statement = _WITH_HISTORY if history else _WITHOUT_HISTORY
     row = await pool.fetchrow(statement, workspace_id, run_id, account_id)
     assert row is not None
+    return _decision_reads(row, history)
+
+
+async def begin_reading(
+    pool: RowFetcher, workspace_id: UUID, run_id: UUID, token: int, owner: str, account_id: str | None
+) -> DecisionReads | None:
+    """Begin the run's step as ``runs.begin`` does and, in the same statement, read what its
+    decision reads (``decision_reads``, with the history): one round trip where a claimed
+    run's first decision made two. ``pool`` may be a ``CommitGroup``.
+
+    Returns:
+        None when the lease was lost (nothing was begun: the run must not be executed).
+    """
+    row = await pool.fetchrow(_BEGUN_READS, workspace_id, run_id, account_id, token, owner)
+    return None if row is None else _decision_reads(row, True)
+
+
+def _decision_reads(row: asyncpg.Record, history: bool) -> DecisionReads:
     steps = [_history_step(*entry) for entry in row["history"]] if history else []
     spend = (float(row["usd"]), int(row["tokens"]), row["daily_usd"], row["daily_tokens"])
     return DecisionReads(spend, row["account"], steps, list(row["tasks"]))
