@@ -10,10 +10,6 @@ import asyncio
 from decimal import Decimal
 from typing import Any
 
-import asyncpg
-
-import agentflow
-from agentflow import StepContext
 from agentflow.core.chat import Message, ModelRequest
 from agentflow.engine import Engine
 from tests.support.agents import (
@@ -25,6 +21,7 @@ from tests.support.agents import (
     running_worker,
     until,
 )
+from tests.support.inbox_delivery import DELIVER_URL
 
 
 async def test_a_meeting_becomes_tasks_and_the_run_completes_when_they_are_done(engine: Engine) -> None:
@@ -189,23 +186,6 @@ async def test_a_registered_python_tool_is_offered_with_its_schema_and_called(en
     assert echo.description == "Return the value it was given." and "value" in echo.parameters["properties"]
     tool_result = next(m for m in seen[1].messages if m.role == "tool")
     assert '"hello":"agent"' in tool_result.content
-
-
-DELIVER_URL: dict[str, str] = {}
-
-
-@agentflow.tool(name="test_deliver_to_my_inbox")
-async def deliver_to_my_inbox(ctx: StepContext) -> dict[str, Any]:
-    """Deliver an event to the calling run's inbox (as a task change would), from outside."""
-    conn = await asyncpg.connect(DELIVER_URL["url"])
-    try:
-        await conn.execute(
-            "INSERT INTO run_inbox (workspace_id, run_id, kind, payload) VALUES ($1, $2, 'event', $3)",
-            ctx.workspace_id, ctx.run_id, '{"topic": "note.added", "data": {"text": "arrived meanwhile"}}',
-        )  # fmt: skip
-    finally:
-        await conn.close()
-    return {"delivered": True}
 
 
 async def test_a_wait_ends_at_once_when_events_arrived_since_the_last_decision(

@@ -13,32 +13,14 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-import asyncpg
-
-import agentflow
 from agentflow.core.chat import Message, ModelRequest
-from agentflow.core.step_context import StepContext
 from agentflow.engine import Engine
 from agentflow.llm.scripted import ScriptedProvider
 from agentflow.store import replays
 from tests.support.agents import agent_workflow, calls, running_worker, until
+from tests.support.inbox_delivery import DELIVER_URL
 
-DELIVER_URL: dict[str, str] = {}
-
-
-@agentflow.tool(name="test_deliver_an_event_here")
-async def deliver_an_event_here(ctx: StepContext) -> dict[str, Any]:
-    """Deliver an event to the calling run's inbox from another connection (as a dispatched
-    event would be)."""
-    conn = await asyncpg.connect(DELIVER_URL["url"])
-    try:
-        await conn.execute(
-            "INSERT INTO run_inbox (workspace_id, run_id, kind, payload) VALUES ($1, $2, 'event', $3)",
-            ctx.workspace_id, ctx.run_id, '{"topic": "meeting.completed", "data": {"title": "Renewal call"}}',
-        )  # fmt: skip
-    finally:
-        await conn.close()
-    return {"delivered": True}
+RENEWAL = {"topic": "meeting.completed", "data": {"title": "Renewal call"}}
 
 
 def _recording(*messages: Message) -> tuple[ScriptedProvider, list[ModelRequest]]:
@@ -137,11 +119,11 @@ async def test_a_decision_woken_by_an_event_consumes_it_in_its_calls_checkpoint(
     DELIVER_URL["url"] = database_url
     model, asked = _recording(
         # The first decision has an event delivered and waits; the delivery ends the wait.
-        calls(("test_deliver_an_event_here", {}), ("wait", {"duration": "1h"})),
+        calls(("test_deliver_to_my_inbox", {"payload": RENEWAL}), ("wait", {"duration": "1h"})),
         calls(("create_task", {"title": "Prepare the renewal"})),
         calls(("complete", {"summary": "Handled the renewal call."})),
     )
-    await engine.publish_workflow(agent_workflow(tools=["test_deliver_an_event_here"]))
+    await engine.publish_workflow(agent_workflow(tools=["test_deliver_to_my_inbox"]))
     async with running_worker(engine, model=model):
         run = await engine.start_run("meeting-follow-up", {"note": "manual"})
         done = await until(engine, run.id, lambda r: r.status.is_terminal)
