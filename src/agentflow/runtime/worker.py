@@ -237,6 +237,8 @@ class Worker:
                         self._accept(item)
                     if len(claimed) == free:
                         continue
+                    if claimed:  # their begins go out before this loop looks for the next due run
+                        await asyncio.sleep(0)
                 delay = await self._sleep_for(free > 0 and not claimed)
                 backoff = 0.0
             except (*UNAVAILABLE_ERRORS, *TRANSACTION_CONFLICTS) as exc:
