@@ -18,7 +18,6 @@ from tests.support.vendor_servers import (
     gemini_embeddings,
     gemini_error,
     gemini_response,
-    http_date_in,
     text_part,
     vendor_server,
 )
@@ -200,16 +199,17 @@ async def test_structured_output_sends_a_json_schema_and_parses_the_answer(serve
 async def test_retry_honours_the_requested_wait(server: VendorServer, status: int, wait: str) -> None:
     body = gemini_error(status, "RESOURCE_EXHAUSTED" if status == 429 else "UNAVAILABLE", "slow down")
     headers: dict[str, str] = {}
-    if wait == "http-date":
-        headers["Retry-After"] = http_date_in(2)
-    elif wait.startswith("header:"):
+    date_in = 2.0 if wait == "http-date" else None  # dated when the server answers
+    if wait.startswith("header:"):
         headers["Retry-After"] = wait.removeprefix("header:")
-    else:  # Gemini's own form: a RetryInfo detail in the error body
+    elif wait.startswith("retry-info:"):  # Gemini's own form: a RetryInfo detail in the error body
         delay = wait.removeprefix("retry-info:")
         body["error"]["details"] = [
             {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": delay}
         ]
-    server.queue(Reply(status, body, headers), Reply(body=gemini_response([text_part("ok")])))
+    server.queue(
+        Reply(status, body, headers, retry_after_in=date_in), Reply(body=gemini_response([text_part("ok")]))
+    )
 
     response = await provider(server).request(ModelRequest("gemini-2.0-flash", ASK))
 

@@ -18,7 +18,6 @@ from agentflow.llm.retrying import retry_after_seconds
 from tests.support.vendor_servers import (
     Reply,
     VendorServer,
-    http_date_in,
     openai_completion,
     openai_embeddings,
     openai_error,
@@ -210,10 +209,13 @@ async def test_openai_itself_gets_max_completion_tokens() -> None:
     ("status", "retry_after"), [(429, "1"), (503, "http-date")], ids=["429-seconds", "503-http-date"]
 )
 async def test_retry_honours_retry_after(server: VendorServer, status: int, retry_after: str) -> None:
-    # An HTTP date at least two seconds ahead: more than a second away when the client reads it.
-    wait = http_date_in(2) if retry_after == "http-date" else retry_after
+    # An HTTP date at least two seconds after the server answers (a date taken when queueing
+    # could be near by then on a busy machine): more than a second away when the client reads it.
+    error = openai_error("slow down", "requests", "rate_limit_exceeded")
     server.queue(
-        Reply(status, openai_error("slow down", "requests", "rate_limit_exceeded"), {"Retry-After": wait}),
+        Reply(status, error, retry_after_in=2)
+        if retry_after == "http-date"
+        else Reply(status, error, {"Retry-After": retry_after}),
         Reply(body=openai_completion("ok")),
     )
 

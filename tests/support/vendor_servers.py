@@ -49,7 +49,9 @@ class Reply:
     """One answer: a status, a JSON body and headers; ``hang`` never answers (until teardown);
     ``events``: answer with these as server-sent ``data:`` lines (then ``[DONE]``, as OpenAI)
     instead; ``sse``: as server-sent events (``event:`` when named, ``data:``), nothing after
-    (as Anthropic and Gemini)."""
+    (as Anthropic and Gemini); ``retry_after_in``: a ``Retry-After`` HTTP date this many seconds
+    after the moment of answering (not of queueing, which on a busy machine can be seconds
+    earlier)."""
 
     status: int = 200
     body: Any = None
@@ -57,6 +59,7 @@ class Reply:
     hang: bool = False
     events: list[Any] | None = None
     sse: list[tuple[str | None, Any]] | None = None
+    retry_after_in: float | None = None
 
 
 class VendorServer:
@@ -127,7 +130,10 @@ class VendorServer:
         if reply.events is not None:
             lines = "".join(f"data: {json.dumps(event)}\n\n" for event in reply.events) + "data: [DONE]\n\n"
             return Response(lines, status_code=reply.status, media_type="text/event-stream")
-        return JSONResponse(reply.body, status_code=reply.status, headers=reply.headers)
+        headers = dict(reply.headers)
+        if reply.retry_after_in is not None:
+            headers["Retry-After"] = http_date_in(reply.retry_after_in)
+        return JSONResponse(reply.body, status_code=reply.status, headers=headers)
 
 
 @asynccontextmanager
