@@ -14,7 +14,7 @@ import pytest
 import tests.support.tools  # noqa: F401  (registers the tools)
 from agentflow.engine import Engine
 from agentflow.runtime.worker import Worker
-from agentflow.store import checkpoints, runs
+from agentflow.store import agent_reads, checkpoints, runs
 from tests.integration.test_graph_runs import echo
 
 # A trigger of the test's own that counts, per run, every update naming runs.status.
@@ -136,10 +136,10 @@ async def _generic_plan(engine: Engine, statement: str) -> str:
         checkpoints._statement(timers=False),
         checkpoints._statement(timers=False, going_on=True),
         checkpoints._statement(frozenset({"tasks"}), True, going_on=True),
-        "UPDATE runs SET began_token = $3 WHERE workspace_id = $1 AND id = $2 AND fencing_token = $3"
-        " AND lease_owner = $4 AND (status = 'in_progress') IS TRUE RETURNING id",
+        runs._BEGIN,
+        agent_reads._BEGUN_READS,
     ],
-    ids=["checkpoint", "going-on", "going-on-with-usage", "begin"],
+    ids=["checkpoint", "going-on", "going-on-with-usage", "begin", "begin-with-decision-reads"],
 )
 async def test_a_held_run_is_found_by_its_key_not_through_the_runs_in_progress(
     engine: Engine, statement: str
@@ -156,6 +156,6 @@ async def test_the_plain_status_condition_would_read_the_runs_in_progress(engine
     assert "runs_by_status" in await _generic_plan(engine, plain)
 
 
-def test_begin_and_release_look_the_run_up_by_its_key() -> None:
-    source = inspect.getsource(runs.begin) + inspect.getsource(runs.release)
-    assert source.count("(status = 'in_progress') IS TRUE") == 2
+def test_release_looks_the_run_up_by_its_key() -> None:
+    # The begins' statements are planned above; release's is written in place.
+    assert inspect.getsource(runs.release).count("(status = 'in_progress') IS TRUE") == 1

@@ -14,6 +14,7 @@ import asyncpg
 from agentflow.core.agent_context import HistoryStep
 from agentflow.core.frozen import frozen
 from agentflow.store import json_codec
+from agentflow.store.claims import BEGIN
 from agentflow.store.commit_groups import RowFetcher
 
 
@@ -106,12 +107,10 @@ LEFT JOIN workspace_budgets b ON b.workspace_id = w.ws
 _WITH_HISTORY = _DECISION_READS.format(begun="", source="", history=_HISTORY, task=TASK_JSON.format(t="t"))
 _WITHOUT_HISTORY = _DECISION_READS.format(begun="", source="", history="", task=TASK_JSON.format(t="t"))
 # runs.begin's update ($4: the token, $5: the owner), then the reads: no row when the lease
-# was lost. IS TRUE: found by its key, not through runs_by_status (see checkpoint_sql.CHECKPOINT).
-_BEGUN_READS = """
+# was lost.
+_BEGUN_READS = f"""
 WITH begun AS (
-    UPDATE runs SET began_token = $4 WHERE workspace_id = $1 AND id = $2
-      AND fencing_token = $4 AND lease_owner = $5 AND (status = 'in_progress') IS TRUE
-    RETURNING id
+    {BEGIN.format(token="$4", owner="$5")}
 )""" + _DECISION_READS.format(
     begun="begun.id, ", source="begun CROSS JOIN ", history=_HISTORY, task=TASK_JSON.format(t="t")
 )

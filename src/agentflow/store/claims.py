@@ -120,6 +120,15 @@ SELECT * FROM claimed""",
 )
 
 
+BEGIN = """UPDATE runs SET began_token = {token} WHERE workspace_id = $1 AND id = $2
+      AND fencing_token = {token} AND lease_owner = {owner} AND (status = 'in_progress') IS TRUE
+    RETURNING id"""
+"""The holder's begin (``runs.begin``), whose mark a rescue reads (``began`` above), with its
+token and owner as the parameters named by ``token`` and ``owner`` (the run's workspace and id
+are $1 and $2). IS TRUE: found by its key, not through runs_by_status (see
+checkpoint_sql.CHECKPOINT)."""
+
+
 # Workers with code steps off leave runs whose version has run_code nodes to those that run
 # code (migration 0032): the claim skips them, and so does the look for the next due run.
 NO_CODE = """ AND NOT EXISTS (SELECT 1 FROM workflow_versions v WHERE v.workspace_id = runs.workspace_id

@@ -15,7 +15,7 @@ import asyncpg
 
 from agentflow.core.records import RunRecord
 from agentflow.store.checkpoints import Checkpointed, Effects, RunWrite, StepWrite, checkpoint
-from agentflow.store.claims import NO_CODE, Claimed, claim
+from agentflow.store.claims import BEGIN, NO_CODE, Claimed, claim
 from agentflow.store.commit_groups import RowFetcher
 from agentflow.store.database import WAKE_CHANNEL, Connection
 
@@ -23,6 +23,9 @@ __all__ = [
     "Checkpointed", "Claimed", "Effects", "RunWrite", "StepWrite", "begin", "cancel",
     "checkpoint", "claim", "finish_cancel", "heartbeat", "release", "retry", "seconds_to_next_due",
 ]  # fmt: skip
+
+
+_BEGIN = BEGIN.format(token="$3", owner="$4")
 
 
 async def begin(pool: RowFetcher, workspace_id: UUID, run_id: UUID, token: int, owner: str) -> bool:
@@ -34,12 +37,7 @@ async def begin(pool: RowFetcher, workspace_id: UUID, run_id: UUID, token: int, 
     Returns:
         False when the lease was lost (the run must not be executed).
     """
-    # IS TRUE: found by its key, not through runs_by_status (see checkpoint_sql.CHECKPOINT).
-    row = await pool.fetchrow(
-        "UPDATE runs SET began_token = $3 WHERE workspace_id = $1 AND id = $2"
-        " AND fencing_token = $3 AND lease_owner = $4 AND (status = 'in_progress') IS TRUE RETURNING id",
-        workspace_id, run_id, token, owner,
-    )  # fmt: skip
+    row = await pool.fetchrow(_BEGIN, workspace_id, run_id, token, owner)
     return row is not None
 
 
