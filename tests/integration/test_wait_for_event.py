@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 from uuid import UUID
 
+import asyncpg
 import pytest
 
 import tests.support.tools  # noqa: F401  (registers the tools)
@@ -327,21 +328,30 @@ async def test_heartbeats_survive_deliveries_that_lock_runs_in_another_order(eng
     held = sorted(((c.run.workspace_id, c.run.id, c.run.fencing_token) for c in claimed), key=lambda h: h[1])
     deadlocks = "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()"
     before = await engine.db.pool.fetchval(deadlocks)
-    for first, second in (held, held[::-1]):  # one of the two orders crosses the heartbeat's
-        async with engine.db.pool.acquire() as conn:
-            tx = conn.transaction()
-            await tx.start()
-            await inbox.deliver(conn, WS, second[1], "event", {})
-            beat = asyncio.ensure_future(runs.heartbeat(engine.db.pool, "w", held, 30.0))
-            # The heartbeat waits (for `second`, or for `first` in the order that does not
-            # cross) well before this transaction waits too: PostgreSQL looks for a deadlock a
-            # second after a wait began, so the heartbeat finds it, and is the one that yields,
-            # however slowly a loaded machine runs either of them.
-            await _until_waiting_for_a_lock(engine, "lease_expires_at")
-            await asyncio.sleep(0.3)
-            await inbox.deliver(conn, WS, first[1], "event", {})
-            await tx.commit()
-        assert await asyncio.wait_for(beat, 10) == {held[0][1], held[1][1]}
+    # PostgreSQL looks for a deadlock once, deadlock_timeout after a wait began, and fails the
+    # side that looks. The heartbeat waits first and looks after 3 s; this transaction, waiting
+    # second, would look only after a minute: the heartbeat finds the cycle and is the side
+    # that yields, however late a loaded machine lets this transaction join it (with both at
+    # one second it joined 1 s late once in CI, looked first, and failed itself instead).
+    beats = await asyncpg.create_pool(
+        engine.db.url, min_size=1, max_size=1, server_settings={"deadlock_timeout": "3s"}
+    )
+    try:
+        for first, second in (held, held[::-1]):  # one of the two orders crosses the heartbeat's
+            async with engine.db.pool.acquire() as conn:
+                tx = conn.transaction()
+                await tx.start()
+                await conn.execute("SET LOCAL deadlock_timeout = '60s'")
+                await inbox.deliver(conn, WS, second[1], "event", {})
+                beat = asyncio.ensure_future(runs.heartbeat(beats, "w", held, 30.0))
+                # The heartbeat waits (for `second`, or for `first` in the order that does not
+                # cross) before this transaction waits too.
+                await _until_waiting_for_a_lock(engine, "lease_expires_at")
+                await inbox.deliver(conn, WS, first[1], "event", {})
+                await tx.commit()
+            assert await asyncio.wait_for(beat, 20) == {held[0][1], held[1][1]}
+    finally:
+        await beats.close()
     assert await engine.db.pool.fetchval(deadlocks) > before, "the test no longer provokes the deadlock"
 
 
