@@ -5,6 +5,7 @@ A whole-suite run (``pytest`` with no paths) hands tests to two more pytest proc
 as soon as the tests are collected, each with its own embedded PostgreSQL. Lane B: the unit
 tests (no database, pure CPU), the long B2 property test, the CLI's end-to-end tests and a
 few API tests, none of which depends on timing. Lane C: B1 (schemathesis), the real-model tests,
+the fault tests that count kills in graphs, child runs and a long loop,
 and every other file of ``tests/integration`` that no lane names (by sorted name), so new files spread over
 lanes A and C by themselves. This process (lane A) runs the rest and the fault tests that
 only count, then waits for lanes B and C (one test item each, ``lane B`` / ``lane C``, that
@@ -47,19 +48,25 @@ LANE_B = (
 )
 """Paths lane B runs: judged by no clock (rebalance when a lane ends much later than the
 others: the durations of a whole run show it)."""
-LANE_C = ("tests/integration/test_schemathesis.py", "tests/realmodel")
+LANE_C = (
+    "tests/integration/test_schemathesis.py",
+    "tests/realmodel",
+    # Fault tests that count (each node or item once after kills) and judge no clock: lane A
+    # ran them first and was the long pole (its first part 677 s against B 551 s and C 440 s,
+    # 2026-12-07), then ran the tests that judge time on top.
+    "tests/fault/test_child_run_kills.py",
+    "tests/fault/test_graph_kills.py",
+    "tests/fault/test_loop_memory.py",
+)
 """Paths lane C runs besides every other unnamed ``tests/integration`` file."""
 SHARED = "tests/integration"
 """The directory whose remaining files lanes A and C share, alternately by sorted name."""
 LAST = ("tests/fault",)
 """Run after lane B is done, on an otherwise idle machine..."""
 NOT_LAST = (
-    "tests/fault/test_child_run_kills.py",
     "tests/fault/test_concurrency.py",
     # Counts (each node once, the death counted as a step cut off); its clocks are timeouts.
     "tests/fault/test_eager_start_kills.py",
-    "tests/fault/test_graph_kills.py",
-    "tests/fault/test_loop_memory.py",
     # Counts (each node once after a kill between pure steps and their checkpoint); its clocks
     # are timeouts.
     "tests/fault/test_pure_step_kills.py",

@@ -206,13 +206,21 @@ async def test_the_run_page_follows_the_run_through_its_stream(engine: Engine, b
         run = await engine.start_run("napper", {})
         page = await browser.new_page()
         asked: list[str] = []
+        said: list[str] = []  # what the page logged and which requests failed, for a failure's message
         page.on("request", lambda request: asked.append(request.url))
+        page.on("console", lambda message: said.append(f"console {message.type}: {message.text}"))
+        page.on("requestfailed", lambda request: said.append(f"failed {request.url}: {request.failure}"))
+        page.on("pageerror", lambda exc: said.append(f"error: {exc}"))
         await page.goto(f"{base}/#/runs/{run.workflow_id}/{run.id}")
         # Generous: on a CI machine shared by three lanes and an image build, the page once
-        # took over 20 s to load.
-        await expect(page.locator("#run-status [data-status]")).to_have_attribute(
-            "data-status", "waiting", timeout=60_000
-        )
+        # took over 20 s to load, and once stayed at "Loading…" for 60 s (2026-12-07; what it
+        # had asked for and logged is in the message now).
+        try:
+            await expect(page.locator("#run-status [data-status]")).to_have_attribute(
+                "data-status", "waiting", timeout=60_000
+            )
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\nrequests: {asked}\npage: {said}") from None
         # The run waits for this event (not a timer), so a slow page load cannot miss the wait.
         await engine.events.publish([{"topic": "nap.over", "message_id": "wake-1", "data": {}}])
         await expect(page.locator("#run-status [data-status]")).to_have_attribute(
