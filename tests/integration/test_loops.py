@@ -189,7 +189,12 @@ async def test_canceling_the_run_cancels_its_loop_items(engine: Engine, worker: 
 
 
 async def test_loop_items_are_runs_the_api_shows_queued_ones_included(engine: Engine) -> None:
-    await engine.publish_workflow(loop_flow("shown", concurrency=1))
+    config = loop_flow("shown", concurrency=1)
+    # The first item holds the loop's one slot for a while: with a trivial body a loaded
+    # machine let the worker go through two items before the test stopped it (CI, 2026-12-07),
+    # and the third was no longer queued.
+    config["nodes"][1] = {"id": "double", "type": "tool", "tool": "sleepy", "args": {"seconds": 2}}
+    await engine.publish_workflow(config)
     run = await engine.start_run("shown", {"rows": [1, 2, 3]})
     w = engine.worker(concurrency=1)
     task = asyncio.create_task(w.run())
