@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from agentflow.core import planner
-from agentflow.core.definitions import StructuredConfig
+from agentflow.core.definitions import AgentConfig, StructuredConfig
 from agentflow.core.graph import frontier
 from agentflow.core.graph.frontier import Activation
 from agentflow.core.records import RunRecord
@@ -200,3 +200,9 @@ def _until_next_timer(current: frontier.Frontier, now: datetime | None) -> float
     if at is None or now is None:
         return None
     return max((datetime.fromisoformat(at) - now).total_seconds(), 0.0) + 0.001
+
+
+def in_branches(config: AgentConfig | StructuredConfig) -> bool:
+    """Whether a run of ``config`` runs its nodes at once (a ``BranchDriver``), not one after
+    another (``runtime.sequence``)."""
+    return isinstance(config, StructuredConfig) and config.parallel_limit > 1 and config.graph.fans_out

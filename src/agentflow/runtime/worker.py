@@ -29,9 +29,9 @@ from agentflow.core.statuses import RunStatus
 from agentflow.core.tools import ToolRegistry, default_registry
 from agentflow.llm.base import ModelProvider
 from agentflow.nodes.threads import ToolThreads
-from agentflow.runtime import agent_step, cursor_reads, log_context, metrics, step, tracing
+from agentflow.runtime import agent_step, begins, cursor_reads, log_context, metrics, step, tracing
 from agentflow.runtime.agent_setup import build_agent_env, build_node_env
-from agentflow.runtime.branches import BranchDriver
+from agentflow.runtime.branches import BranchDriver, in_branches
 from agentflow.runtime.companions import Companion, keep_running, worker_companions
 from agentflow.runtime.configs import ConfigCache
 from agentflow.runtime.failpoints import failpoint
@@ -175,7 +175,7 @@ class Worker:
             task.add_done_callback(self._drivers.discard)
         else:
             self._configs.parse(version)  # what the start parsed: the step loads nothing first
-            self._accept(runs.Claimed(run, rescued=False), begun=True)
+            self._accept(runs.Claimed(run, rescued=False), time.monotonic(), begun=True)
         self._promised.end()
 
     def unreserve(self) -> None:
@@ -221,6 +221,7 @@ class Worker:
             try:
                 if free > 0:
                     tell = self.settings.lifecycle_events
+                    claimed_at = time.monotonic()
                     claimed = await runs.claim(
                         self.db.pool,
                         self.name,
@@ -234,11 +235,12 @@ class Worker:
                     )
                     failpoint("after_claim")
                     for item in claimed:
-                        self._accept(item)
+                        self._accept(item, claimed_at)
                     if len(claimed) == free:
                         continue
-                    if claimed:  # their begins go out before this loop looks for the next due run
-                        await asyncio.sleep(0)
+                    if claimed:  # their begins go out before this loop looks for the next due run:
+                        await asyncio.sleep(0)  # a turn for each run to load and send its begin,
+                        await asyncio.sleep(0)  # one for the begins sent as the steps start
                 delay = await self._sleep_for(free > 0 and not claimed)
                 backoff = 0.0
             except (*UNAVAILABLE_ERRORS, *TRANSACTION_CONFLICTS) as exc:
@@ -261,7 +263,7 @@ class Worker:
                 delay = min(delay, due if due > 0 else (0.01 if idle else 0.0))
         return delay
 
-    def _accept(self, item: runs.Claimed, *, begun: bool = False) -> None:
+    def _accept(self, item: runs.Claimed, claimed_at: float, *, begun: bool = False) -> None:
         (metrics.EAGER_STARTS if begun else metrics.CLAIMS).inc()
         if item.rescued:
             metrics.RESCUES.inc()
@@ -277,7 +279,7 @@ class Worker:
         held = Held(run.workspace_id, run.id, run.fencing_token)
         self._held[run.id] = held
         held.task = asyncio.create_task(
-            self._drive(run, held, item.inbox_seq, begun, item.was_running), name=f"agentflow-run-{run.id}"
+            self._drive(run, held, item, claimed_at, begun), name=f"agentflow-run-{run.id}"
         )
         self._drivers.add(held.task)
         held.task.add_done_callback(functools.partial(self._forget, held))
@@ -299,10 +301,11 @@ class Worker:
         self._wake.set()  # a slot is free
 
     async def _drive(
-        self, run: RunRecord, held: Held, inbox_seq: int, begun: bool, was_running: bool
+        self, run: RunRecord, held: Held, claimed: runs.Claimed, claimed_at: float, begun: bool
     ) -> None:
         token = run.fencing_token
         log_context.bind_run(run)
+        in_flight: begins.InFlight | None = None
         try:
             config = await self._configs.for_run(run)
             agent = isinstance(config, AgentConfig)
@@ -311,28 +314,24 @@ class Worker:
             if run.step_seq and not agent:
                 # Only a run driven in sequence writes steps ahead of its row, and only while in
                 # progress: a run that waited or is new was caught up when it stopped running.
-                if was_running and not _in_branches(config):
+                if claimed.was_running and not in_branches(config):
                     caught = await steps_ahead.caught_up(self.db.pool, run)
                     behind, run = (None if caught is run else run.step_seq), caught
                 outputs = await reads.step_outputs(self.db.pool, run.workspace_id, run.id)
             # The inbox is read here and after a checkpoint that counts new deliveries, never
             # before every step: a step costs its checkpoint statement and nothing more.
-            pending = await inbox.load(self.db.pool, run.workspace_id, run.id) if inbox_seq else EMPTY
+            pending = await inbox.load(self.db.pool, run.workspace_id, run.id) if claimed.inbox_seq else EMPTY
             cursor = step.Cursor.of(run, outputs, pending)
             # Loaded: from here a lost worker cuts the step off, and costs the run a rescue (an
             # eager start's insert began its run: this process had all the run needs then).
             if not begun:
-                if isinstance(config, AgentConfig):  # a decision's reads go in the same statement
-                    began = await agent_step.begin(self._commits, run, token, self.name, cursor)
-                elif await runs.begin(self._commits, run.workspace_id, run.id, token, self.name):
-                    began = cursor
-                else:
-                    began = None
+                young = begins.is_young(claimed_at, self.settings.lease_ttl)
+                began, in_flight = await begins.begin(self._commits, config, run, self.name, cursor, young)
                 if began is None:
                     logger.info("run %s: lease lost before its step began", run.id)
                     return
                 cursor = began
-            if await self._drive_steps(config, run, held, cursor, behind):
+            if await self._drive_steps(config, run, held, cursor, behind, in_flight):
                 await release_quietly(self.db.pool, run, token, self.name)
         except asyncio.CancelledError:
             logger.info("run %s: lease lost during its step; result discarded", run.id)
@@ -348,6 +347,9 @@ class Worker:
                 # Not released on purpose: the lease expires and the rescue limit bounds a
                 # run that fails this way every time (it ends failed with worker_lost).
                 logger.exception("run %s: unexpected worker error; its lease will expire", run.id)
+        finally:
+            if in_flight is not None:
+                await in_flight.settle()
 
     async def _drive_steps(
         self,
@@ -356,6 +358,7 @@ class Worker:
         held: Held,
         cursor: step.Cursor,
         behind: int | None = None,
+        in_flight: begins.InFlight | None = None,
     ) -> bool:
         """Run the held run's steps until it leaves this worker: several nodes at a time when
         its graph fans out (``runtime.branches``), else one after another (``runtime.sequence``).
@@ -365,11 +368,12 @@ class Worker:
         async def checkpoint(
             outcome: step.StepOutcome, prior: Sequence[PriorStep]
         ) -> runs.Checkpointed | None:
-            return await self._writer.checkpoint(run, token, outcome, config, prior)
+            ready = outcome if in_flight is None else await in_flight.ready(outcome)  # a begin in flight
+            return None if ready is None else await self._writer.checkpoint(run, token, ready, config, prior)
 
         load_loops = functools.partial(cursor_reads.count_loops, self.db.pool, run)
         refresh = functools.partial(cursor_reads.refresh, self.db.pool, run)
-        if isinstance(config, StructuredConfig) and _in_branches(config):
+        if isinstance(config, StructuredConfig) and in_branches(config):
             driver = BranchDriver(
                 config, run, self._env, token, checkpoint=checkpoint, load_loops=load_loops,
                 refresh=refresh, stopping=self._stopping, steps=held.steps,
@@ -384,14 +388,14 @@ class Worker:
         async def write_ahead(
             outcome: step.StepOutcome, counter: int
         ) -> tuple[runs.Checkpointed | None, bool]:
-            return await self._writer.write_ahead(run, token, outcome, config, counter)
+            ready = outcome if in_flight is None else await in_flight.ready(outcome)
+            return (
+                (None, False)
+                if ready is None
+                else await self._writer.write_ahead(run, token, ready, config, counter)
+            )
 
         return await drive_in_sequence(
             config, cursor, execute=execute, checkpoint=checkpoint, load_loops=load_loops, refresh=refresh,
             stopping=self._stopping, steps=held.steps, write_ahead=write_ahead, behind=behind,
         )  # fmt: skip
-
-
-def _in_branches(config: AgentConfig | StructuredConfig) -> bool:
-    """Whether the run's nodes run at once (``runtime.branches``), not one after another."""
-    return isinstance(config, StructuredConfig) and config.parallel_limit > 1 and config.graph.fans_out
