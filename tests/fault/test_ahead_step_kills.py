@@ -2,11 +2,13 @@
 claim catches up from the steps, runs none of them again, and every step is recorded once.
 
 A step that only moves its run on is written as its row alone (``store.steps_ahead``); the
-run's row keeps its last full checkpoint. The starting process (a real subprocess with its
-own worker) runs a chain whose fifth step kills it: by then steps 1-3 are written ahead and
-the row still says step 1. Once the lease expires a worker of this process takes the run.
-The negative control rescues with a claim that does not catch up: it runs step 1 again, which
-the one-completed-row-per-step index refuses, every time, until the run fails ``worker_lost``.
+run's row keeps its last full checkpoint, or what its claim found (a new run's row is current
+then, with no rescue counts to reset: its steps go ahead from the first). The starting process
+(a real subprocess with its own worker) runs a chain whose fifth step kills it: by then steps
+0-3 are written ahead and the row still says step 0. Once the lease expires a worker of this
+process takes the run. The negative control rescues with a claim that does not catch up: it
+runs step 0 again, which the one-completed-row-per-step index refuses, every time, until the
+run fails ``worker_lost``.
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ async def harmless_switch() -> None:
 
 
 async def strand(engine: Engine, database_url: str) -> UUID:
-    """A run whose worker died at its fifth step, its row two steps behind the steps written."""
+    """A run whose worker died at its fifth step, its row four steps behind the steps written."""
     starter = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",
@@ -85,8 +87,8 @@ async def strand(engine: Engine, database_url: str) -> UUID:
     run_id = UUID(out.decode().split()[0])
     row = await engine.db.pool.fetchrow("SELECT status, step_seq, state FROM runs WHERE id = $1", run_id)
     assert row is not None and row["status"] == "in_progress"
-    assert row["step_seq"] == 1, "the row keeps step 0's full checkpoint"
-    assert [s.seq for s in await engine.list_steps(run_id)] == [0, 1, 2, 3], "steps 1-3 were written ahead"
+    assert row["step_seq"] == 0, "the row keeps what the claim found"
+    assert [s.seq for s in await engine.list_steps(run_id)] == [0, 1, 2, 3], "steps 0-3 were written ahead"
     return run_id
 
 
@@ -135,6 +137,8 @@ async def test_negative_control_a_claim_that_does_not_catch_up_runs_a_written_st
         monkeypatch.setattr(steps_ahead, "caught_up", stale)
         done, tokens = await rescue(engine, run_id)
         assert done.status.value == "failed" and done.status_reason == "worker_lost", done
-        assert tokens[1] == [tokens[0][0]], "step 1, written once, was refused a second row"
+        assert tokens == {seq: [tokens[0][0]] for seq in range(4)}, (
+            "step 0, written once, was refused a second row; no step ran past the written ones"
+        )
     finally:
         await engine.close()

@@ -157,12 +157,11 @@ async def test_a_lost_run_the_claim_fails_keeps_the_state_its_steps_reached(engi
     assert claimed.run.error["message"].startswith("the worker running step 2 was lost"), claimed.run.error
 
 
-async def test_a_chain_writes_its_middle_steps_ahead_and_completes_with_each_step_once(
-    engine: Engine, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _watch_steps_ahead(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int, int]]:
+    """Each step written ahead, as (step, the row's counter, what get_run says)."""
     monkeypatch.setattr(pure_steps, "AHEAD_SECS", 60.0)  # a loaded machine must not end the stretch
     real = steps_ahead.write_ahead
-    lags: list[tuple[int, int, int]] = []  # (step, the row's counter, what get_run says)
+    lags: list[tuple[int, int, int]] = []
 
     async def watched(*args: Any) -> Any:
         done = await real(*args)
@@ -173,15 +172,72 @@ async def test_a_chain_writes_its_middle_steps_ahead_and_completes_with_each_ste
         return done
 
     monkeypatch.setattr(worker.steps_ahead, "write_ahead", watched)
+    return lags
+
+
+async def test_a_chain_writes_its_steps_ahead_and_completes_with_each_step_once(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lags = _watch_steps_ahead(engine, monkeypatch)
     await engine.publish_workflow(chain("ahead_chain", 12))
     async with running_worker(engine, dispatch=False):
         run = await engine.start_run("ahead_chain")
         done = await engine.wait_for_run(run.id, timeout=30)
 
     assert done.status.value == "completed" and done.step_seq == 12
-    # The first step (the lease's first checkpoint) and the last (it ends the run) in full.
-    assert lags == [(seq, 1, seq + 1) for seq in range(1, 11)]
+    # From the first step (a new run's row is current at its claim, with no rescue counts to
+    # reset); the last (it ends the run) in full.
+    assert lags == [(seq, 0, seq + 1) for seq in range(11)]
     assert [s.seq for s in await engine.list_steps(run.id)] == list(range(12))
+
+
+async def test_a_rescued_run_writes_its_first_step_in_full_to_reset_its_rescue_counts(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lags = _watch_steps_ahead(engine, monkeypatch)
+    await engine.publish_workflow(chain("ahead_rescued", 12))
+    run = await engine.start_run("ahead_rescued")
+    [lost] = await runs.claim(engine.db.pool, OTHER, 1, 30.0, 3)  # its worker is lost at once
+    await _expire(engine, run.id)
+    async with running_worker(engine, dispatch=False):
+        done = await engine.wait_for_run(run.id, timeout=30)
+
+    assert done.status.value == "completed" and lost.run.id == run.id
+    # The rescue counted one (before the step began); the first step's full checkpoint
+    # reset it, and the steps after it went ahead of the row.
+    assert lags == [(seq, 1, seq + 1) for seq in range(1, 11)]
+    row = await engine.db.pool.fetchrow("SELECT rescues, unstarted_rescues FROM runs WHERE id = $1", run.id)
+    assert (row["rescues"], row["unstarted_rescues"]) == (0, 0)
+
+
+async def test_a_new_runs_steps_written_ahead_from_its_first_are_caught_up_by_the_next_claim(
+    engine: Engine,
+) -> None:
+    await engine.publish_workflow(chain("ahead_from_first", 6))
+    run = await engine.start_run("ahead_from_first")
+    [claimed] = await runs.claim(engine.db.pool, OWNER, 1, 30.0, 3)
+    token = claimed.run.fencing_token
+    assert not claimed.counts_rescues  # nothing to reset: its first step may go ahead
+    assert await runs.begin(engine.db.pool, run.workspace_id, run.id, token, OWNER)
+    for seq in (0, 1):  # written ahead of a row still at step 0; then the worker is lost
+        state = {"node": f"s{seq + 1}"}  # as the chain's steps leave it
+        assert await steps_ahead.write_ahead(
+            engine.db.pool, run.workspace_id, run.id, token, OWNER, 0, _step(seq), state
+        )
+    assert (await _row(engine, run.id))["step_seq"] == 0
+    assert (await engine.get_run(run.id)).step_seq == 2  # a reader catches up from step 0
+    await _expire(engine, run.id)
+
+    async with running_worker(engine, dispatch=False):
+        done = await engine.wait_for_run(run.id, timeout=30)
+
+    # The claim caught the row up from step 0: the written steps did not run again.
+    assert done.status.value == "completed" and done.step_seq == 6
+    steps = await engine.list_steps(run.id)
+    assert [s.seq for s in steps] == list(range(6))
+    assert [s.worker for s in steps[:2]] == [OWNER, OWNER]
+    row = await engine.db.pool.fetchrow("SELECT rescues FROM runs WHERE id = $1", run.id)
+    assert row["rescues"] == 0  # counted (begun), then reset by the next completed step
 
 
 async def test_a_catch_up_looks_no_further_than_one_stretch_past_the_rows_counter(engine: Engine) -> None:

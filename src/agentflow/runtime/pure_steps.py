@@ -118,17 +118,20 @@ class PureSteps:
         kept: the steps, in the order they ran (empty after each checkpoint).
     """
 
-    def __init__(self, behind: int | None = None) -> None:
+    def __init__(self, behind: int | None = None, full_at: float | None = None) -> None:
         self.kept: list[PriorStep] = []
         self._counter = 0
         self.behind = behind  # the row's counter while steps are written ahead of it
-        self._full_at: float | None = None  # when the last full checkpoint of this lease returned
+        # When the last full checkpoint of this lease returned, or the claim, when the run's row
+        # was current then and had no rescue counts to reset (``drive_in_sequence``'s full_at).
+        self._full_at: float | None = full_at
         self._ahead = 0  # steps written ahead since
 
     def may_write_ahead(self, config: StructuredConfig, outcome: StepOutcome, cursor: Cursor) -> bool:
         """Whether ``outcome`` may be written ahead of the run's row: not the lease's first
-        checkpoint (a full one resets the run's rescue counts, as progress does), with no kept
-        steps, within ``MAX_AHEAD`` and ``AHEAD_SECS`` of the last full checkpoint."""
+        checkpoint when there are rescue counts to reset (a full one resets them, as progress
+        does), with no kept steps, within ``MAX_AHEAD`` and ``AHEAD_SECS`` of the last full
+        checkpoint (or of a claim that found the row current and nothing to reset)."""
         return (
             self._full_at is not None
             and not self.kept

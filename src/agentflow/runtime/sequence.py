@@ -39,6 +39,7 @@ async def drive_in_sequence(
     steps: set[asyncio.Future[Any]],
     write_ahead: WriteAhead | None = None,
     behind: int | None = None,
+    full_at: float | None = None,
 ) -> bool:
     """Run the run's steps from ``cursor`` until it leaves this worker.
 
@@ -56,13 +57,16 @@ async def drive_in_sequence(
             (``store.steps_ahead``); None: every step is checkpointed in full.
         behind: the step counter the run's row holds when the claim found steps written
             ahead of it (``cursor`` is past them): the first checkpoint is fenced on it.
+        full_at: the monotonic time of the claim when it found the run's row current and no
+            rescue counts to reset: its first steps may be written ahead, as after a full
+            checkpoint then (None: the lease's first write is a full checkpoint).
 
     Returns:
         True when the run is still ours and idle because the worker stops (the caller
         releases it); False when it left this worker.
     """
     structured = isinstance(config, StructuredConfig)
-    pure = PureSteps(behind)
+    pure = PureSteps(behind, full_at)
     while True:
         if structured and "loops" in cursor.state and not cursor.state.get("ready"):
             # A loop wake: count its items (not before the steps of other branches).

@@ -311,12 +311,12 @@ class Worker:
             agent = isinstance(config, AgentConfig)
             outputs: dict[str, Any] = {}
             behind: int | None = None  # the counter the run's row holds when it lags its steps
+            # Only a run driven in sequence writes steps ahead of its row, and only while in
+            # progress: a run that waited or is new was caught up when it stopped running.
+            if claimed.was_running and not agent and not in_branches(config):
+                caught = await steps_ahead.caught_up(self.db.pool, run)
+                behind, run = (None if caught is run else run.step_seq), caught
             if run.step_seq and not agent:
-                # Only a run driven in sequence writes steps ahead of its row, and only while in
-                # progress: a run that waited or is new was caught up when it stopped running.
-                if claimed.was_running and not in_branches(config):
-                    caught = await steps_ahead.caught_up(self.db.pool, run)
-                    behind, run = (None if caught is run else run.step_seq), caught
                 outputs = await reads.step_outputs(self.db.pool, run.workspace_id, run.id)
             # The inbox is read here and after a checkpoint that counts new deliveries, never
             # before every step: a step costs its checkpoint statement and nothing more.
@@ -331,7 +331,9 @@ class Worker:
                     logger.info("run %s: lease lost before its step began", run.id)
                     return
                 cursor = began
-            if await self._drive_steps(config, run, held, cursor, behind, in_flight):
+            # A row current at the claim with no rescue counts to reset: no full write is due yet.
+            full_at = None if claimed.counts_rescues or behind is not None else claimed_at
+            if await self._drive_steps(config, run, held, cursor, behind, in_flight, full_at):
                 await release_quietly(self.db.pool, run, token, self.name)
         except asyncio.CancelledError:
             logger.info("run %s: lease lost during its step; result discarded", run.id)
@@ -359,6 +361,7 @@ class Worker:
         cursor: step.Cursor,
         behind: int | None = None,
         in_flight: begins.InFlight | None = None,
+        full_at: float | None = None,
     ) -> bool:
         """Run the held run's steps until it leaves this worker: several nodes at a time when
         its graph fans out (``runtime.branches``), else one after another (``runtime.sequence``).
@@ -390,12 +393,11 @@ class Worker:
         ) -> tuple[runs.Checkpointed | None, bool]:
             ready = outcome if in_flight is None else await in_flight.ready(outcome)
             return (
-                (None, False)
-                if ready is None
-                else await self._writer.write_ahead(run, token, ready, config, counter)
+                await self._writer.write_ahead(run, token, ready, config, counter) if ready else (None, False)
             )
 
         return await drive_in_sequence(
             config, cursor, execute=execute, checkpoint=checkpoint, load_loops=load_loops, refresh=refresh,
             stopping=self._stopping, steps=held.steps, write_ahead=write_ahead, behind=behind,
+            full_at=full_at,
         )  # fmt: skip

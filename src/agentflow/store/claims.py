@@ -181,6 +181,8 @@ class Claimed:
     # In progress before the claim (its worker lost, or it was handed back): only such a run's
     # row may lag steps written ahead of it (store.steps_ahead); a waiting or new one's cannot.
     was_running: bool = False
+    # Its rescue counts are not zero: its next completed step resets them (a full checkpoint).
+    counts_rescues: bool = False
 
 
 async def claim(
@@ -214,4 +216,13 @@ async def claim(
         rows = await pool.fetch(statement, *args, tell_failed or [], tell_canceled or [])
     else:
         rows = await pool.fetch(_claim_for(bucket, telling=False, code=code), *args)
-    return [Claimed(RunRecord.from_row(r), r["rescued"], r["inbox_seq"], r["was_running"]) for r in rows]
+    return [
+        Claimed(
+            RunRecord.from_row(r),
+            r["rescued"],
+            r["inbox_seq"],
+            r["was_running"],
+            r["rescues"] > 0 or r["unstarted_rescues"] > 0,
+        )
+        for r in rows
+    ]

@@ -98,7 +98,7 @@ CROSS JOIN LATERAL (
 async def all_caught_up(pool: asyncpg.Pool, workspace_id: UUID, found: list[RunRecord]) -> list[RunRecord]:
     """``found`` (runs of one workspace) with each running run as ``caught_up`` tells it, in one
     read, and only when some run is in progress."""
-    running = [r for r in found if r.status == RunStatus.IN_PROGRESS and r.step_seq]
+    running = [r for r in found if r.status == RunStatus.IN_PROGRESS]
     if not running:
         return found
     rows = await pool.fetch(
