@@ -279,7 +279,7 @@ class Worker:
         held = Held(run.workspace_id, run.id, run.fencing_token)
         self._held[run.id] = held
         held.task = asyncio.create_task(
-            self._drive(run, held, item, claimed_at, begun), name=f"agentflow-run-{run.id}"
+            self._drive(item, held, claimed_at, begun), name=f"agentflow-run-{run.id}"
         )
         self._drivers.add(held.task)
         held.task.add_done_callback(functools.partial(self._forget, held))
@@ -300,9 +300,8 @@ class Worker:
             del self._held[held.run_id]
         self._wake.set()  # a slot is free
 
-    async def _drive(
-        self, run: RunRecord, held: Held, claimed: runs.Claimed, claimed_at: float, begun: bool
-    ) -> None:
+    async def _drive(self, claimed: runs.Claimed, held: Held, claimed_at: float, begun: bool) -> None:
+        run = claimed.run
         token = run.fencing_token
         log_context.bind_run(run)
         in_flight: begins.InFlight | None = None
