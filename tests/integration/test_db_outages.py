@@ -342,6 +342,10 @@ async def test_a_checkpoint_a_deadlock_rolled_back_is_released_not_rescued_nor_l
         worker.stop()
         await task
     assert done.status == "completed"
-    assert calls >= 3, "the rolled-back checkpoint was written again"
+    # The rolled-back checkpoint was made again (how many are full and how many written ahead
+    # of the row depends on timing; the deadlocked one is the first either way), and no step
+    # was recorded twice.
+    assert calls >= 2, "the rolled-back checkpoint was written again"
+    assert [s.seq for s in await engine.list_steps(run.id)] == [0, 1, 2]
     assert rescues() == rescues_before, "the run waited for its lease to expire and was rescued"
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
