@@ -90,7 +90,10 @@ async def test_the_claim_reads_ready_runs_through_their_index(
 ) -> None:
     plan = await _plan(engine, CLAIMS[name], generic=generic)
     ready = _section(plan, "CTE ready")
-    assert "Index Scan using runs_ready" in ready and "Seq Scan" not in ready, plan
+    # Of runs: a claim for a worker with code steps off may also scan the few versions that
+    # need code (workflow_versions, whichever way its statistics say; it failed here once
+    # when a lane's earlier tests had left them analyzed one way), which is not what this is about.
+    assert "Index Scan using runs_ready" in ready and "Seq Scan on runs" not in ready, plan
     # The claimed rows are found by their physical address, not by reading the table.
     assert "Tid Scan on runs r" in plan and "Seq Scan on runs" not in plan, plan
 
