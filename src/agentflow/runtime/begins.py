@@ -95,11 +95,11 @@ async def begin(
     token = run.fencing_token
     if isinstance(config, AgentConfig):  # a decision's reads go in the same statement
         return await agent_step.begin(commits, run, token, owner, cursor), None
+    if not young:
+        return (cursor if await runs.begin(commits, run.workspace_id, run.id, token, owner) else None), None
     sent = asyncio.ensure_future(runs.begin(commits, run.workspace_id, run.id, token, owner))
-    if young:
-        await asyncio.sleep(0)  # the begin's statement goes out before the step starts
-        return cursor, InFlight(sent, run)
-    return (cursor if await sent else None), None
+    await asyncio.sleep(0)  # the begin's statement goes out before the step starts
+    return cursor, InFlight(sent, run)
 
 
 def is_young(claimed_at: float, lease_ttl: float) -> bool:
