@@ -261,8 +261,9 @@ async def test_a_catch_up_looks_no_further_than_one_stretch_past_the_rows_counte
 
 
 def test_the_trigger_and_the_claim_look_as_far_as_a_stretch() -> None:
-    sql = (Path(migrations.__file__).parent / "0039_steps_written_ahead.sql").read_text()
-    assert f"NEW.step_seq + {steps_ahead.STRETCH} " in sql
+    for name in ("0039_steps_written_ahead.sql", "0040_model_steps_written_ahead.sql"):  # the trigger's
+        sql = (Path(migrations.__file__).parent / name).read_text()
+        assert f"NEW.step_seq + {steps_ahead.STRETCH} " in sql
     assert f"r.step_seq + {steps_ahead.STRETCH} " in claims._RUNNING_STEP
     assert pure_steps.MAX_AHEAD == steps_ahead.STRETCH
 

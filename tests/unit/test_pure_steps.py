@@ -16,7 +16,7 @@ from agentflow.core.step_results import Transition
 from agentflow.runtime import pure_steps
 from agentflow.runtime.pure_steps import MAX_AHEAD, MAX_KEPT, PureSteps, aheadable, deferrable
 from agentflow.runtime.step import Cursor, StepOutcome, _outcome
-from agentflow.store.checkpoints import Effects
+from agentflow.store.checkpoints import Effects, ModelUsage
 
 CONFIG = validate_config(
     {
@@ -129,7 +129,7 @@ def test_a_step_that_only_moves_the_run_on_may_be_written_ahead_after_a_full_che
     pure.written()
     for seq in range(3, 3 + MAX_AHEAD):
         assert pure.may_write_ahead(CONFIG, ran("call", at(seq)), at(seq))
-        pure.ahead(at(seq))
+        pure.ahead(at(seq), ran("call", at(seq)))
     last = 3 + MAX_AHEAD
     assert not pure.may_write_ahead(CONFIG, ran("call", at(last)), at(last)), "at most MAX_AHEAD"
     pure.written()
@@ -140,8 +140,8 @@ def test_a_step_that_only_moves_the_run_on_may_be_written_ahead_after_a_full_che
 def test_the_checkpoint_after_steps_written_ahead_is_fenced_on_the_rows_counter() -> None:
     pure = PureSteps()
     pure.written()
-    pure.ahead(at(3))
-    pure.ahead(at(4))
+    pure.ahead(at(3), ran("call", at(3)))
+    pure.ahead(at(4), ran("call", at(4)))
     assert pure.row_counter(at(5)) == 3
     fenced = pure.fence(ran("call", at(5))).run
     assert (fenced.counter, fenced.next_counter) == (3, 6), "fenced on the row's, moved past the step"
@@ -155,4 +155,28 @@ def test_the_checkpoint_after_steps_written_ahead_is_fenced_on_the_rows_counter(
 
 def test_a_claim_that_found_steps_ahead_fences_its_first_checkpoint_on_the_rows_counter() -> None:
     pure = PureSteps(behind=2)
-    assert pure.fence(ran("call", at(5))).run.counter == 2
+    fenced = pure.fence(ran("call", at(5))).run
+    assert fenced.counter == 2
+    assert fenced.ahead_usage, "whoever wrote the steps found ahead may have called a model"
+
+
+def used(outcome: StepOutcome, calls: int = 1, **effects: Any) -> StepOutcome:
+    """``outcome`` with a model call's usage (``calls`` of them) and other ``effects``."""
+    usage = ModelUsage("scripted:m", 10, 5, 0, 0.01, calls)
+    return replace(outcome, effects=Effects(usage=usage, **effects))
+
+
+def test_a_model_step_of_one_call_may_go_ahead_and_the_next_full_checkpoint_counts_it() -> None:
+    assert aheadable(CONFIG, used(ran("call", at(3))), at(3))
+    assert not aheadable(CONFIG, used(ran("call", at(3)), calls=2), at(3)), "a row holds one call"
+    assert not aheadable(CONFIG, used(ran("call", at(3)), tasks=[{"title": "t"}]), at(3)), "other writes"
+    pure = PureSteps()
+    pure.written()
+    pure.ahead(at(3), ran("call", at(3)))
+    assert not pure.fence(ran("call", at(4))).run.ahead_usage, "no model call went ahead"
+    pure.ahead(at(4), used(ran("call", at(4))))
+    pure.ahead(at(5), ran("call", at(5)))
+    fenced = pure.fence(ran("call", at(6))).run
+    assert (fenced.counter, fenced.ahead_usage) == (3, True)
+    pure.written()
+    assert not pure.fence(ran("call", at(7))).run.ahead_usage

@@ -101,9 +101,15 @@ def decision_deferrable(config: AgentConfig, outcome: StepOutcome, cursor: Curso
 
 def aheadable(config: StructuredConfig, outcome: StepOutcome, cursor: Cursor) -> bool:
     """Whether ``outcome`` may be written as its row alone, ahead of the run's row
-    (``store.steps_ahead``): as ``deferrable`` for any node, and the step at the cursor's number
-    moving the counter one on (the number a claim gives back when it catches up)."""
-    seq = cursor.step_seq
+    (``store.steps_ahead``): as ``deferrable`` for any node, but for one model call's usage
+    (its row and the workspace's day take it; the run's totals follow with its row), and the
+    step at the cursor's number moving the counter one on (the number a claim gives back when
+    it catches up)."""
+    seq, usage = cursor.step_seq, outcome.effects.usage
+    if usage is not None:  # a row holds no count of calls: the catch-up counts one
+        if usage.calls != 1 or outcome.effects != Effects(usage=usage):
+            return False
+        outcome = replace(outcome, effects=NO_EFFECTS)
     return (
         outcome.step.seq == seq
         and outcome.run.next_counter in (None, seq + 1)
@@ -126,6 +132,9 @@ class PureSteps:
         # was current then and had no rescue counts to reset (``drive_in_sequence``'s full_at).
         self._full_at: float | None = full_at
         self._ahead = 0  # steps written ahead since
+        # Whether steps written ahead of the row may hold usage its totals lack: some of this
+        # lease's did, or the claim found steps ahead (whoever wrote them).
+        self._usage_ahead = behind is not None
 
     def may_write_ahead(self, config: StructuredConfig, outcome: StepOutcome, cursor: Cursor) -> bool:
         """Whether ``outcome`` may be written ahead of the run's row: not the lease's first
@@ -144,11 +153,12 @@ class PureSteps:
         """The step counter the run's row holds when ``cursor``'s step runs."""
         return cursor.step_seq if self.behind is None else self.behind
 
-    def ahead(self, cursor: Cursor) -> None:
-        """The step ``cursor`` was at was written ahead of the run's row."""
+    def ahead(self, cursor: Cursor, outcome: StepOutcome) -> None:
+        """``outcome``, the step ``cursor`` was at, was written ahead of the run's row."""
         if self.behind is None:
             self.behind = cursor.step_seq
         self._ahead += 1
+        self._usage_ahead = self._usage_ahead or outcome.effects.usage is not None
 
     def keep(
         self, config: StructuredConfig, outcome: StepOutcome, cursor: Cursor, *, beside: bool = False
@@ -174,17 +184,19 @@ class PureSteps:
 
     def fence(self, outcome: StepOutcome) -> StepOutcome:
         """``outcome``'s checkpoint, fenced on the counter the run's row holds when steps are
-        kept or were written ahead of it (moving it where ``outcome`` would)."""
+        kept or were written ahead of it (moving it where ``outcome`` would), and adding the
+        usage of those ahead of it to the run's totals when they may have some."""
         counter = self._counter if self.kept else self.behind
         if counter is None:
             return outcome
         run = outcome.run
         own = outcome.step.seq if run.counter is None else run.counter
         moved = own + int(run.advance) if run.next_counter is None else run.next_counter
-        return replace(outcome, run=replace(run, counter=counter, next_counter=moved))
+        used = self._usage_ahead and self.behind is not None
+        return replace(outcome, run=replace(run, counter=counter, next_counter=moved, ahead_usage=used))
 
     def written(self) -> None:
         """The kept steps were checkpointed (and the run's row caught up with its steps)."""
         self.kept = []
         self.behind = None
-        self._full_at, self._ahead = time.monotonic(), 0
+        self._full_at, self._ahead, self._usage_ahead = time.monotonic(), 0, False

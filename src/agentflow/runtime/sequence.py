@@ -106,7 +106,7 @@ async def drive_in_sequence(
         if done is None:
             return False
         if ahead:
-            pure.ahead(cursor)
+            pure.ahead(cursor, outcome)
         else:
             pure.written()
         cursor = await refresh(cursor.after(outcome, done), done)

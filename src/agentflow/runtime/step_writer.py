@@ -80,6 +80,7 @@ class StepWriter:
             counter,
             outcome.step,
             outcome.run.state,
+            outcome.effects.usage,
         )
         failpoint("after_checkpoint")
         return await self._checkpointed(run, token, outcome, config, (), done), True

@@ -293,6 +293,24 @@ RUN_USAGE = """
                     GROUP BY 1
                 ) AS merged
             ) END,"""
+# The run's totals and costs after steps written ahead of its row ($USAGE instead of RUN_USAGE,
+# in the first full checkpoint after them, fenced on the row's counter $24): the usage of the
+# completed steps from that counter to this one (their rows hold it; the day counted it when
+# they were written, migration 0040), with this step's own ($OWN_USAGE) when it called a model.
+RUN_USAGE_AHEAD = """
+        (input_tokens, output_tokens, cached_input_tokens, usd_cost, costs) = (
+            SELECT runs.input_tokens + coalesce(sum(a.i), 0), runs.output_tokens + coalesce(sum(a.o), 0),
+                   runs.cached_input_tokens + coalesce(sum(a.c), 0), runs.usd_cost + coalesce(sum(a.d), 0),
+                   CASE WHEN count(*) = 0 THEN runs.costs ELSE agentflow_merged_costs(runs.costs, jsonb_agg(
+                       jsonb_build_object('key_type', a.k, 'input_tokens', a.i, 'output_tokens', a.o,
+                                          'cached_input_tokens', a.c, 'usd_cost', a.d, 'calls', a.n))) END
+            FROM (SELECT s.model, s.input_tokens, s.output_tokens, s.cached_input_tokens, s.usd_cost, 1
+                  FROM run_steps s
+                  WHERE s.workspace_id = $1 AND s.run_id = $2 AND s.seq >= $24::int AND s.seq < $13::int
+                    AND s.status = 'completed' AND s.model IS NOT NULL$OWN_USAGE) AS a(k, i, o, c, d, n)
+        ),"""
+OWN_USAGE = """
+                  UNION ALL SELECT $MODEL, $IN, $OUT, $CACHED, $USD, $CALLS"""
 # Messages an agent step adds to its memory ($MEMORY: namespace, key, role, content,
 # retention seconds), in the order given, exactly once with the step.
 MEMORY = """, mm AS (

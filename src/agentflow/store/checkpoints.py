@@ -53,7 +53,9 @@ class RunWrite:
     it (the checkpoint is fenced on it; default: the step's number) and ``next_counter``
     what it becomes (default: one more when the step advances the run). ``children_seen``
     is the run's count of ended child runs as its last count of loop items read it: a wait
-    is due at once when a child ended since (migration 0036).
+    is due at once when a child ended since (migration 0036). ``ahead_usage``: steps written
+    ahead of the run's row since ``counter`` may have called a model; the checkpoint adds their
+    usage (read from their rows) to the run's totals and ``costs``.
     """
 
     status: str
@@ -69,6 +71,7 @@ class RunWrite:
     counter: int | None = None
     next_counter: int | None = None
     children_seen: int | None = None
+    ahead_usage: bool = False
 
 
 @frozen
@@ -212,6 +215,7 @@ def _statement(
     going_on: bool = False,
     own_usage: bool = True,
     prior_consumes: bool = False,
+    ahead_usage: bool = False,
 ) -> str:
     """The checkpoint with only the ``parts`` this step needs (the common step needs none),
     with ``usage``, a model call's tokens and cost, with ``return_tasks`` (and tasks to
@@ -220,7 +224,8 @@ def _statement(
     at once when a child run ended since the count its step saw (its last parameter), and
     ``going_on`` for a run that stays in progress (without ``GOING_ON_UNUSED``); without
     ``own_usage``, the usage is a prior step's (its row has it): not on the step's own row;
-    with ``prior_consumes``, a prior step (a kept decision) consumes the inbox rows it used."""
+    with ``prior_consumes``, a prior step (a kept decision) consumes the inbox rows it used;
+    with ``ahead_usage``, the run's totals add the usage of the steps written ahead of its row."""
     move = sql_parts.GOING_ON if going_on else sql_parts.RUN_MOVE
     sql, number = sql_parts.CHECKPOINT.replace("$RUN_MOVE", move), _FIXED_PARAMETERS + 1
     if timers:
@@ -246,15 +251,19 @@ def _statement(
             else:
                 added += fragment.replace(marker, f"${number}")
             number += 1
+    run_usage = ""
+    if ahead_usage:  # the steps written ahead's usage, with the step's own if it has some
+        run_usage = sql_parts.RUN_USAGE_AHEAD.replace("$OWN_USAGE", sql_parts.OWN_USAGE if usage else "")
+    elif usage:
+        run_usage = sql_parts.RUN_USAGE
     if usage:
         names = {"$MODEL": number, "$IN": number + 1, "$OUT": number + 2, "$CACHED": number + 3}
         names["$USD"], names["$CALLS"] = number + 4, number + 5
-        run_usage, workspace_usage = sql_parts.RUN_USAGE, sql_parts.WORKSPACE_USAGE
+        workspace_usage = sql_parts.WORKSPACE_USAGE
         for marker, n in sorted(names.items(), key=lambda kv: -len(kv[0])):
             cast = {"$USD": "::numeric", "$MODEL": "::text", "$CALLS": "::int"}.get(marker, "::bigint")
             run_usage = run_usage.replace(marker, f"${n}{cast}")
             workspace_usage = workspace_usage.replace(marker, f"${n}{cast}")
-        sql = sql.replace("$USAGE", run_usage)
         columns_on_row = ", model, input_tokens, output_tokens, cached_input_tokens, usd_cost"
         step_values = ", " + ", ".join(
             f"${number + i}::{t}" for i, t in enumerate(("text", "bigint", "bigint", "bigint", "numeric"))
@@ -265,7 +274,8 @@ def _statement(
         columns, source = columns + sql_parts.SPEND_COLUMNS, source + sql_parts.SPEND_JOIN
         number += 6
     else:
-        sql = sql.replace("$USAGE", "").replace("$STEP_USAGE_COLUMNS", "").replace("$STEP_USAGE_VALUES", "")
+        sql = sql.replace("$STEP_USAGE_COLUMNS", "").replace("$STEP_USAGE_VALUES", "")
+    sql = sql.replace("$USAGE", run_usage)
     if children:
         sql = sql.replace("$CHILD_ENDS", sql_parts.CHILD_ENDS.replace("$SEEN", f"${number}"))
     else:
@@ -349,7 +359,7 @@ async def checkpoint(
     going_on = run.status == "in_progress"
     statement = _statement(
         parts, usage is not None, returns_tasks, "timers" in run.state, seen is not None, going_on, own_usage,
-        any(p.consumed for p in prior),
+        any(p.consumed for p in prior), run.ahead_usage,
     )  # fmt: skip
     if going_on:
         args = [arg for number, arg in enumerate(args, 1) if number not in GOING_ON_UNUSED]

@@ -19,14 +19,17 @@ that must not lag reads ``caught_up`` or ``all_caught_up`` too (the engine's run
 from __future__ import annotations
 
 from dataclasses import replace
+from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
 import asyncpg
 
+from agentflow.core.agent_state import WorkspaceSpend
 from agentflow.core.records import RunRecord
 from agentflow.core.statuses import RunStatus
-from agentflow.store.checkpoints import Checkpointed, StepWrite
+from agentflow.store import checkpoint_sql as sql_parts
+from agentflow.store.checkpoints import Checkpointed, ModelUsage, StepWrite
 from agentflow.store.commit_groups import RowFetcher
 
 STRETCH = 64
@@ -50,6 +53,28 @@ WITH r AS (
 )
 SELECT r.workspace_id, r.id, r.status, r.cancel_requested, r.inbox_seq, now() AS db_now FROM r
 """
+# A model node's step ahead: its row with its model call's usage ($15-$20), counted on the
+# workspace's day in the same commit (the run's totals follow with its row, migration 0040),
+# answering the day's spend as a full checkpoint does (the next call's budget check uses it).
+_WRITE_AHEAD_USED = (
+    _WRITE_AHEAD.replace(
+        ", state)",
+        ", state, model, input_tokens, output_tokens,\n"
+        "                           cached_input_tokens, usd_cost)",
+    )
+    .replace("$14::jsonb\n", "$14::jsonb, $15, $16, $17, $18, $19\n")
+    .replace(
+        "\n)\nSELECT",
+        "\n)"
+        + sql_parts.WORKSPACE_USAGE.replace("$IN", "$16")
+        .replace("$OUT", "$17")
+        .replace("$CACHED", "$18")
+        .replace("$USD", "$19")
+        .replace("$CALLS", "$20::int")
+        + "\nSELECT",
+    )
+    .replace("AS db_now FROM r", "AS db_now" + sql_parts.SPEND_COLUMNS + "\nFROM r" + sql_parts.SPEND_JOIN)
+)
 
 
 async def write_ahead(
@@ -61,29 +86,43 @@ async def write_ahead(
     counter: int,
     step: StepWrite,
     state: dict[str, Any],
+    usage: ModelUsage | None = None,
 ) -> Checkpointed | None:
     """Write ``step`` (completed, leaving the run in ``state``) as its row alone, fenced on
-    ``token`` and on ``counter``, the step counter the run's row holds.
+    ``token`` and on ``counter``, the step counter the run's row holds; with ``usage`` (one
+    model call), on its row and on the workspace's day.
 
     ``pool`` may be a ``CommitGroup``. Returns what a checkpoint that leaves the run in
-    progress returns, or None when the lease was lost: nothing was written.
+    progress returns (with ``usage``, the day's spend), or None when the lease was lost:
+    nothing was written.
     """
-    row = await pool.fetchrow(
-        _WRITE_AHEAD,
+    args: list[Any] = [
         workspace_id, run_id, token, owner, counter,
         step.seq, step.attempt, step.node_id, step.kind, step.name, step.input, step.output,
         step.duration, state,
-    )  # fmt: skip
+    ]  # fmt: skip
+    if usage is not None:
+        args += [usage.model, usage.input_tokens, usage.output_tokens, usage.cached_input_tokens]
+        args += [Decimal(str(round(usage.usd_cost, 6))), usage.calls]
+    row = await pool.fetchrow(_WRITE_AHEAD if usage is None else _WRITE_AHEAD_USED, *args)
     if row is None:
         return None
-    return Checkpointed(row["status"], None, row["cancel_requested"], row["inbox_seq"], row["db_now"])
+    spend: WorkspaceSpend | None = None
+    if usage is not None:
+        spend = (row["spend_usd"], row["spend_tokens"], row["daily_usd"], row["daily_tokens"])
+    return Checkpointed(
+        row["status"], None, row["cancel_requested"], row["inbox_seq"], row["db_now"], spend=spend
+    )
 
 
 # Each run's newest step looked up on its own (an index scan backwards from the end of its
 # stretch): as a join of the runs with every completed step, the plan read all the workspace's
 # completed steps on every call (5 ms at 12,000 steps; resumed runs waited behind it).
+# With the usage of the model calls among those steps (``u``: the run's totals lack it until
+# the row catches up), looked up only for a run with steps ahead.
 _NEWEST_AHEAD_OF_EACH = f"""
-SELECT r.id AS run_id, s.seq, s.state
+SELECT r.id AS run_id, s.seq, s.state, u.n, u.i, u.o, u.c, u.d,
+       agentflow_merged_costs(NULL, u.costs) AS costs
 FROM unnest($2::uuid[], $3::int[]) AS r(id, counter)
 CROSS JOIN LATERAL (
     SELECT s.seq, s.state FROM run_steps s
@@ -92,6 +131,16 @@ CROSS JOIN LATERAL (
     ORDER BY s.seq DESC
     LIMIT 1
 ) s
+CROSS JOIN LATERAL (
+    SELECT count(*) AS n, sum(m.input_tokens) AS i, sum(m.output_tokens) AS o,
+           sum(m.cached_input_tokens) AS c, sum(m.usd_cost) AS d,
+           jsonb_agg(jsonb_build_object(
+               'key_type', m.model, 'input_tokens', m.input_tokens, 'output_tokens', m.output_tokens,
+               'cached_input_tokens', m.cached_input_tokens, 'usd_cost', m.usd_cost, 'calls', 1)) AS costs
+    FROM run_steps m
+    WHERE m.workspace_id = $1 AND m.run_id = r.id AND m.status = 'completed'
+      AND m.seq >= r.counter AND m.seq <= s.seq AND m.model IS NOT NULL
+) u
 """
 
 
@@ -117,6 +166,29 @@ async def caught_up(pool: asyncpg.Pool, run: RunRecord) -> RunRecord:
 
 
 def _moved(run: RunRecord, newest: asyncpg.Record) -> RunRecord:
-    """``run`` moved on to the step ``newest`` (its ``seq`` and ``state``)."""
+    """``run`` moved on to the step ``newest`` (its ``seq`` and ``state``), with the usage of
+    the model calls up to it (``n`` of them) on its totals."""
     state = run.state if newest["state"] is None else newest["state"]
-    return replace(run, state=state, step_seq=newest["seq"] + 1, attempt=0)
+    moved = replace(run, state=state, step_seq=newest["seq"] + 1, attempt=0)
+    if not newest["n"]:
+        return moved
+    return replace(
+        moved,
+        input_tokens=run.input_tokens + newest["i"],
+        output_tokens=run.output_tokens + newest["o"],
+        cached_input_tokens=run.cached_input_tokens + newest["c"],
+        usd_cost=run.usd_cost + newest["d"],
+        costs=_merged(run.costs or [], newest["costs"]),
+    )
+
+
+def _merged(costs: list[dict[str, Any]], added: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``costs`` (a run's per-model breakdown) with ``added`` entries merged in by key_type, as
+    migration 0040's ``agentflow_merged_costs`` merges them."""
+    merged: dict[str, dict[str, Any]] = {}
+    for entry in [*costs, *added]:
+        into = merged.setdefault(entry["key_type"], {"key_type": entry["key_type"]})
+        for name in ("input_tokens", "output_tokens", "cached_input_tokens", "calls"):
+            into[name] = into.get(name, 0) + int(entry.get(name) or 0)
+        into["usd_cost"] = round(float(into.get("usd_cost", 0)) + float(entry.get("usd_cost") or 0), 6)
+    return [merged[key] for key in sorted(merged)]
