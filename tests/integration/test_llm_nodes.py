@@ -12,6 +12,7 @@ from agentflow.core.chat import Message, ModelRequest
 from agentflow.engine import Engine
 from agentflow.llm.base import ModelError
 from agentflow.llm.scripted import ScriptedProvider, estimate_usage
+from agentflow.runtime import pure_steps
 from agentflow.store import agent_reads
 from tests.conftest import make_settings
 from tests.support.agents import running_worker, until
@@ -309,7 +310,13 @@ async def test_offline_the_default_scripted_model_answers_llm_nodes_with_valid_d
     assert done.output == "low", "the first value the schema allows"
 
 
-async def test_a_run_that_calls_two_models_keeps_each_ones_spend_apart(engine: Engine) -> None:
+@pytest.mark.parametrize("ahead_secs", [60.0, 0.0], ids=["written-ahead", "each-in-full"])
+async def test_a_run_that_calls_two_models_keeps_each_ones_spend_apart(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch, ahead_secs: float
+) -> None:
+    # Written ahead, the run's costs are merged when its row catches up (RUN_USAGE_AHEAD); each
+    # in full, by every checkpoint (RUN_USAGE, regrouping when the model changes).
+    monkeypatch.setattr(pure_steps, "AHEAD_SECS", ahead_secs)
     model = ScriptedProvider.from_replies(["one", "two", "three", "four"])
     asks = [("a", "writer"), ("b", "editor"), ("c", "writer"), ("d", "writer")]
     await engine.publish_workflow(

@@ -259,8 +259,9 @@ SPEND_COLUMNS = (
 SPEND_JOIN = " CROSS JOIN u LEFT JOIN workspace_budgets b ON b.workspace_id = r.workspace_id"
 # The run's totals and its per-model breakdown (seed 002 costs[]), merged by key_type, ordered
 # by it. The usual run calls one model: its first call and every call after it are plain
-# expressions; only a run that calls another model regroups the array (a subquery that cost
-# 0.04 ms of a 0.22 ms statement when every call went through it).
+# expressions; only a run that calls another model regroups the array with migration 0040's
+# agentflow_merged_costs (a regrouping that cost 0.04 ms of a 0.22 ms statement when every
+# call went through it).
 RUN_USAGE = """
         input_tokens = input_tokens + $IN,
         output_tokens = output_tokens + $OUT,
@@ -278,21 +279,9 @@ RUN_USAGE = """
                 'cached_input_tokens', (costs -> 0 -> 'cached_input_tokens')::bigint + $CACHED,
                 'usd_cost', round((costs -> 0 -> 'usd_cost')::numeric + $USD, 6),
                 'calls', (costs -> 0 -> 'calls')::bigint + $CALLS))
-            ELSE (
-                SELECT coalesce(jsonb_agg(jsonb_build_object(
-                           'key_type', k, 'input_tokens', i, 'output_tokens', o,
-                           'cached_input_tokens', c, 'usd_cost', round(d, 6), 'calls', n) ORDER BY k), '[]')
-                FROM (
-                    SELECT e->>'key_type' AS k, sum((e->>'input_tokens')::bigint) AS i,
-                           sum((e->>'output_tokens')::bigint) AS o,
-                           sum((e->>'cached_input_tokens')::bigint) AS c,
-                           sum((e->>'usd_cost')::numeric) AS d, sum((e->>'calls')::bigint) AS n
-                    FROM jsonb_array_elements(costs || jsonb_build_array(jsonb_build_object(
-                        'key_type', $MODEL::text, 'input_tokens', $IN, 'output_tokens', $OUT,
-                        'cached_input_tokens', $CACHED, 'usd_cost', $USD, 'calls', $CALLS))) AS e
-                    GROUP BY 1
-                ) AS merged
-            ) END,"""
+            ELSE agentflow_merged_costs(costs, jsonb_build_array(jsonb_build_object(
+                'key_type', $MODEL::text, 'input_tokens', $IN, 'output_tokens', $OUT,
+                'cached_input_tokens', $CACHED, 'usd_cost', $USD, 'calls', $CALLS))) END,"""
 # The run's totals and costs after steps written ahead of its row ($USAGE instead of RUN_USAGE,
 # in the first full checkpoint after them, fenced on the row's counter $24): the usage of the
 # completed steps from that counter to this one (their rows hold it; the day counted it when
