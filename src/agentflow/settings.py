@@ -7,11 +7,15 @@ from pathlib import Path
 from typing import Literal
 
 import platformdirs
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agentflow.core.errors import ConflictError
 from agentflow.core.sealing import new_sealing_key, parse_sealing_key
+
+REPLY_GRACE = 5.0
+"""Seconds past ``statement_timeout`` the client waits for a reply by default: enough for the
+server's own timeout error to arrive first over a slow link."""
 
 
 def _default_data_dir() -> Path:
@@ -27,6 +31,11 @@ class Settings(BaseSettings):
         pool_min_size / pool_max_size: connections per process.
         statement_timeout: seconds any engine statement may run.
         idle_in_transaction_timeout: seconds a connection may sit idle inside a transaction.
+        client_timeout: seconds the engine waits for any one reply from the database before
+            it gives the connection up (default: ``statement_timeout`` + 5). The server's
+            ``statement_timeout`` bounds what the server runs; this bounds a connection that
+            went silent (a half-open link, a host that vanished in a failover), which would
+            otherwise hold its caller, and a run's lease with it, forever.
         lease_ttl: seconds a worker's claim on a run lasts without a heartbeat.
         poll_interval: the longest a worker sleeps before looking for due runs again.
         startup_wait: seconds ``agentflow worker`` and ``agentflow serve`` keep trying to reach
@@ -134,6 +143,7 @@ class Settings(BaseSettings):
     pool_max_size: int = Field(default=20, ge=1)
     statement_timeout: float = Field(default=30.0, gt=0)
     idle_in_transaction_timeout: float = Field(default=60.0, gt=0)
+    client_timeout: float | None = Field(default=None, gt=0)
     lease_ttl: float = Field(default=30.0, ge=0.3)
     poll_interval: float = Field(default=1.0, gt=0)
     startup_wait: float = Field(default=60.0, ge=0, le=86400)
@@ -182,6 +192,22 @@ class Settings(BaseSettings):
     run_code: Literal["off", "on", "isolated"] = "off"
     run_code_python: str | None = None
     run_code_node: str | None = None
+
+    @model_validator(mode="after")
+    def _reply_after_statement(self) -> Settings:
+        """The server's own timeout, which says what happened, must come before the client's."""
+        if self.client_timeout is not None and self.client_timeout <= self.statement_timeout:
+            raise ValueError(
+                f"client_timeout ({self.client_timeout:g} s) must exceed statement_timeout"
+                f" ({self.statement_timeout:g} s): unset it to wait statement_timeout + 5 s"
+            )
+        return self
+
+    @property
+    def reply_timeout(self) -> float:
+        """Seconds to wait for one reply from the database (``client_timeout``, else
+        ``statement_timeout`` + 5)."""
+        return self.client_timeout or self.statement_timeout + REPLY_GRACE
 
     @property
     def import_modules(self) -> list[str]:

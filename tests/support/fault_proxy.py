@@ -13,6 +13,10 @@ share of those cycles it cuts the connection:
   client sees a connection error for a write that **is** committed: "committed but reported
   failed", the fault a careful client cannot tell from a failed write.
 * ``refused``: a new connection is closed before the server sees it.
+* ``stalled`` (only when asked for, ``stall``): the cycle is forwarded and the server runs it,
+  but no byte of its reply is passed on and the link stays open, silent both ways, until the
+  client closes it: a half-open connection (a host that vanished, a dead middlebox). Only a
+  client that bounds its wait for a reply gets its caller back.
 
 Each cycle is classified by its SQL (``classify``) so a test can show which of the engine's
 paths met which fault: every ``lose_reply`` records whether the cycle committed a write.
@@ -48,6 +52,7 @@ _GSSENC_REQUEST = 80877104
 
 CUT_BEFORE = "cut_before"
 LOSE_REPLY = "lose_reply"
+STALL = "stall"
 KINDS = (CUT_BEFORE, LOSE_REPLY)
 
 # Ordered: the first pattern found in a cycle's SQL names it. Transactions (BEGIN ... COMMIT)
@@ -103,7 +108,7 @@ def upstream_of(url: str) -> Upstream:
 
 @dataclass
 class _Cycle:
-    fate: str  # "pass" or LOSE_REPLY
+    fate: str  # "pass", LOSE_REPLY or STALL
     category: str
     writes: bool
     error: bool = False
@@ -166,6 +171,7 @@ class FaultProxy:
         self._counts: Counter[str] = Counter()
         self._cycles: Counter[str] = Counter()
         self._faults: Counter[tuple[str, str]] = Counter()  # (category, outcome)
+        self._stalls: Counter[str] = Counter()  # category -> cycles still to stall
         self._links = 0
         self._loop = asyncio.new_event_loop()
         self._server: asyncio.Server | None = None
@@ -207,6 +213,16 @@ class FaultProxy:
 
     def disable(self) -> None:
         self.rate = 0.0
+
+    def stall(self, category: str, count: int = 1) -> None:
+        """Stall the next ``count`` cycles of ``category`` (see ``stalled`` above), whatever
+        the rate."""
+        with self._lock:
+            self._stalls[category] += count
+
+    def stalled(self, category: str) -> int:
+        """Cycles of ``category`` stalled so far."""
+        return self.faults(category, "stalled")
 
     # What happened -------------------------------------------------------------------------
 
@@ -256,7 +272,11 @@ class FaultProxy:
             self._loop.close()
 
     def _decide(self, category: str) -> str:
-        """``pass``, ``cut_before`` or ``lose_reply`` for one cycle of ``category``."""
+        """``pass``, ``cut_before``, ``lose_reply`` or ``stall`` for one cycle of ``category``."""
+        with self._lock:
+            if self._stalls[category] > 0:
+                self._stalls[category] -= 1
+                return STALL
         rate = self.rate
         if rate <= 0:
             return "pass"
@@ -419,6 +439,18 @@ class FaultProxy:
                 if len(data) < end:
                     break
                 cycle = link.pending[0] if link.pending else None
+                if cycle is not None and cycle.fate == STALL:
+                    out += data[forward_from:offset]  # what belonged to earlier cycles
+                    if out:
+                        cwriter.write(bytes(out))
+                        with contextlib.suppress(Exception):
+                            await cwriter.drain()
+                    self._record(cycle.category, "stalled")
+                    # Silent from now on: the server's reply is read and dropped (the server is
+                    # never blocked on it); the link ends when the client closes it.
+                    while await reader.read(65536):
+                        pass
+                    return
                 if cycle is not None and cycle.fate == LOSE_REPLY:
                     out += data[forward_from:offset]  # what belonged to earlier cycles
                     if kind == b"E":

@@ -16,7 +16,7 @@ import asyncpg
 
 from agentflow.core.records import RunRecord, VersionRecord
 from agentflow.store import runs
-from agentflow.store.database import TRANSACTION_CONFLICTS, UNAVAILABLE_ERRORS, unavailable
+from agentflow.store.database import TRANSACTION_CONFLICTS, UNAVAILABLE_ERRORS, describe, unavailable
 from agentflow.store.run_starts import Lease
 
 logger = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ async def keep_leases(pool: asyncpg.Pool, owner: str, held: dict[UUID, Held], le
             )
         except (*UNAVAILABLE_ERRORS, *TRANSACTION_CONFLICTS) as exc:
             # A lease outlives two missed beats: the next one extends it.
-            logger.warning("heartbeat failed: %s", exc)
+            logger.warning("heartbeat failed: %s", describe(exc))
             continue
         for claim in claims:
             if claim.run_id not in kept:

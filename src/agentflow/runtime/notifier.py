@@ -21,7 +21,7 @@ from agentflow.integrations.slack import post_slack, post_webhook
 from agentflow.integrations.slack_bot import post_message
 from agentflow.runtime import companion_spans
 from agentflow.store import notifications, replies
-from agentflow.store.database import Database, unavailable
+from agentflow.store.database import Database, describe, unavailable
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ class Notifier:
             except Exception as exc:
                 if not unavailable(exc):
                     raise
-                logger.warning("notifier: database unavailable (%s)", exc)
+                logger.warning("notifier: database unavailable (%s)", describe(exc))
                 wait = self._poll
             if wait > 0:
                 with contextlib.suppress(TimeoutError):

@@ -30,7 +30,7 @@ from agentflow.runtime import companion_spans
 from agentflow.runtime.configs import ConfigCache
 from agentflow.settings import Settings
 from agentflow.store import approvals, reads, replies, requests
-from agentflow.store.database import Database, unavailable
+from agentflow.store.database import Database, describe, unavailable
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class ReplyReader:
             except Exception as exc:
                 if not unavailable(exc):
                     raise
-                logger.warning("reply reader: database unavailable (%s)", exc)
+                logger.warning("reply reader: database unavailable (%s)", describe(exc))
                 read = 0
             if read < BATCH:
                 with contextlib.suppress(TimeoutError):

@@ -73,6 +73,13 @@ def unavailable(exc: BaseException) -> bool:
     return isinstance(exc, UNAVAILABLE_ERRORS)
 
 
+def describe(exc: BaseException) -> str:
+    """``exc`` for a log line: its type, and its message when it has one (a client timeout,
+    a reply that never came, has none)."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 class Database:
     """The engine's handle on PostgreSQL: a pool plus helpers.
 
@@ -88,7 +95,8 @@ class Database:
 
     @classmethod
     async def connect(cls, url: str, settings: Settings) -> Database:
-        """Open a pool with ``statement_timeout`` and ``idle_in_transaction_session_timeout``."""
+        """Open a pool with ``statement_timeout`` and ``idle_in_transaction_session_timeout``,
+        whose statements wait ``Settings.reply_timeout`` at most for their reply."""
         pool = await asyncpg.create_pool(
             url,
             min_size=min(settings.pool_min_size, settings.pool_max_size),
@@ -96,6 +104,9 @@ class Database:
             init=_init_connection,
             reset=_no_reset,
             server_settings=server_settings(settings),
+            # A reply that never comes (a silent link) fails its statement instead of holding
+            # its caller forever; asyncpg then gives the connection up.
+            command_timeout=settings.reply_timeout,
         )
         return cls(pool, url, settings)
 
@@ -180,7 +191,7 @@ class Listener:
         except Exception as exc:
             if not unavailable(exc) and not isinstance(exc, asyncpg.PostgresError):
                 raise
-            logger.warning("LISTEN %s failed (%s); retrying in the background", self.channel, exc)
+            logger.warning("LISTEN %s failed (%s); retrying in the background", self.channel, describe(exc))
         self._keeper = asyncio.create_task(self._keep(), name=f"agentflow-listen-{self.channel}")
 
     async def close(self) -> None:
@@ -194,7 +205,9 @@ class Listener:
 
     async def _connect(self) -> None:
         conn: asyncpg.Connection = await asyncpg.connect(
-            self.db.url, server_settings=server_settings(self.db.settings)
+            self.db.url,
+            server_settings=server_settings(self.db.settings),
+            command_timeout=self.db.settings.reply_timeout,
         )
         try:
 
@@ -252,5 +265,7 @@ class Listener:
         try:
             await asyncio.wait_for(conn.fetchval("SELECT 1"), 5)
         except Exception as exc:
-            logger.warning("LISTEN %s: connection check failed (%s); reconnecting", self.channel, exc)
+            logger.warning(
+                "LISTEN %s: connection check failed (%s); reconnecting", self.channel, describe(exc)
+            )
             conn.terminate()
