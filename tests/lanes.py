@@ -77,6 +77,9 @@ NOT_LAST = (
     # 17 s beside three busy loops (2026-12-04).
     "tests/fault/test_r3_storage_faults.py",
     "tests/fault/test_r4_late_commits.py",
+    # Counts (each step once); its clocks are a 60 s bound on what takes 6-10 s, and a watch
+    # that a hung run must outlast.
+    "tests/fault/test_silent_connection.py",
     "tests/fault/test_recording_server.py",
     # Negative controls that only have to find their fault (lost or doubled work).
     "tests/fault/test_r1_kills.py::test_r1_negative_control_catches_effects_outside_the_engines_guarantees",
