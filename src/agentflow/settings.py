@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Literal
 
 import platformdirs
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agentflow.core.errors import ConflictError
@@ -193,15 +193,17 @@ class Settings(BaseSettings):
     run_code_python: str | None = None
     run_code_node: str | None = None
 
-    @model_validator(mode="after")
-    def _reply_after_statement(self) -> Settings:
+    @field_validator("client_timeout")
+    @classmethod
+    def _after_statement_timeout(cls, value: float | None, info: ValidationInfo) -> float | None:
         """The server's own timeout, which says what happened, must come before the client's."""
-        if self.client_timeout is not None and self.client_timeout <= self.statement_timeout:
+        statement = info.data.get("statement_timeout")
+        if value is not None and statement is not None and value <= statement:
             raise ValueError(
-                f"client_timeout ({self.client_timeout:g} s) must exceed statement_timeout"
-                f" ({self.statement_timeout:g} s): unset it to wait statement_timeout + 5 s"
+                f"{value:g} s must exceed AGENTFLOW_STATEMENT_TIMEOUT ({statement:g} s);"
+                " unset it to wait AGENTFLOW_STATEMENT_TIMEOUT + 5 s"
             )
-        return self
+        return value
 
     @property
     def reply_timeout(self) -> float:
