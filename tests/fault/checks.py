@@ -38,6 +38,21 @@ async def all_settled(pool: asyncpg.Pool, workflow_id: UUID, topic: str) -> bool
     return bool(row["decided"] >= row["events"] and row["active"] == 0)
 
 
+async def progress_mark(pool: asyncpg.Pool, workflow_id: UUID, topic: str) -> tuple[int, ...]:
+    """What changes while the engine gets on with a workflow's events and runs: decisions
+    made, step rows written, runs ended. Equal marks some seconds apart mean nothing moved."""
+    row = await pool.fetchrow(
+        "SELECT (SELECT count(*) FROM dispatch_decisions WHERE workflow_id = $1 AND event_topic = $2) AS decided,"
+        " (SELECT count(*) FROM run_steps s JOIN runs r ON r.workspace_id = s.workspace_id AND r.id = s.run_id"
+        "  WHERE r.workflow_id = $1) AS steps,"
+        " (SELECT count(*) FROM runs WHERE workflow_id = $1 AND NOT active) AS ended",
+        workflow_id,
+        topic,
+    )
+    assert row is not None
+    return (row["decided"], row["steps"], row["ended"])
+
+
 async def reconcile(
     pool: asyncpg.Pool,
     recorder: RecordingServer,
