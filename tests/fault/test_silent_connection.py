@@ -3,9 +3,10 @@
 A half-open link (the database's host vanished in a failover, a middlebox dropped the flow)
 sends no reset: without a bound of its own the client waits for the reply forever, and the
 server's ``statement_timeout`` cannot help, since the server finished long ago. Here a worker
-process talks to PostgreSQL through ``FaultProxy``, which forwards the worker's first step
-checkpoint to the server (the server commits it) and then passes nothing more on that link,
-keeping it open. The worker's heartbeat, on other connections, keeps extending the lease of
+process talks to PostgreSQL through ``FaultProxy``, which forwards one of the worker's
+statements to the server (the server commits it) and then passes nothing more on that link,
+keeping it open: the first step checkpoint, or the first begin (``runs.begin``, which the
+worker sends for the runs of one claim together, pipelined, as their steps start). The worker's heartbeat, on other connections, keeps extending the lease of
 every run it holds, so a driver stuck on that reply would hold its run forever: never
 rescued, never finished.
 
@@ -40,6 +41,8 @@ LEASE_TTL = 3.0
 RUNS = 3
 STEPS = 3  # pure, task, done
 SABOTAGE = "import agentflow.settings as s; s.Settings.reply_timeout = property(lambda self: None)"
+# The proxy's category of each statement stalled: a step's row, or a claimed run's begin.
+STALLED = {"checkpoint": (), "run_begin": (("run_begin", r"SET began_token"),)}
 
 
 def flow() -> dict[str, Any]:
@@ -55,15 +58,15 @@ def flow() -> dict[str, Any]:
     }
 
 
-async def stall_first_checkpoint(
-    engine: Engine, database_url: str, log_dir: Path, *, prelude: str = "", watch_s: float
+async def stall_first(
+    category: str, engine: Engine, database_url: str, log_dir: Path, *, prelude: str = "", watch_s: float
 ) -> tuple[list[UUID], FaultProxy, WorkerProcess, float | None, list[Any]]:
-    """Start ``RUNS`` runs for a worker behind a proxy that stalls its first checkpoint; wait up
-    to ``watch_s`` for them to finish. Returns the runs, the proxy, the (stopped) worker, how
+    """Start ``RUNS`` runs for a worker behind a proxy that stalls its first statement of
+    ``category`` (see ``STALLED``); wait up to ``watch_s`` for them to finish. Returns the runs, the proxy, the (stopped) worker, how
     long the runs took (None: not finished) and the unfinished runs as the watch ended (before
     the worker stopped)."""
     await engine.publish_workflow(flow())
-    proxy = FaultProxy(upstream_of(database_url), seed=1)
+    proxy = FaultProxy(upstream_of(database_url), seed=1, categories=STALLED[category])
     with proxy:
         env = worker_env(
             proxy.url(database_url), lease_ttl=LEASE_TTL, poll_interval=0.2,
@@ -73,7 +76,7 @@ async def stall_first_checkpoint(
         worker = WorkerProcess("silent-link", env, log_dir, concurrency=4, prelude=prelude)
         try:
             await asyncio.to_thread(worker.wait_ready)
-            proxy.stall("checkpoint")
+            proxy.stall(category)
             started = time.monotonic()
             ids = [(await engine.start_run("silent-link")).id for _ in range(RUNS)]
             took: float | None = None
@@ -96,12 +99,13 @@ async def stall_first_checkpoint(
     return ids, proxy, worker, took, unfinished
 
 
-async def test_a_silent_connection_under_a_checkpoint_costs_a_timeout_not_the_run(
-    engine: Engine, database_url: str, log_dir: Path
+@pytest.mark.parametrize("category", list(STALLED))
+async def test_a_silent_connection_under_a_runs_write_costs_a_timeout_not_the_run(
+    category: str, engine: Engine, database_url: str, log_dir: Path
 ) -> None:
-    ids, proxy, worker, took, _ = await stall_first_checkpoint(engine, database_url, log_dir, watch_s=60)
+    ids, proxy, worker, took, _ = await stall_first(category, engine, database_url, log_dir, watch_s=60)
 
-    assert proxy.stalled("checkpoint") == 1
+    assert proxy.stalled(category) == 1
     assert took is not None, f"runs not finished: {worker.stderr()[-3000:]}"
     runs = await engine.db.pool.fetch("SELECT status, rescues FROM runs WHERE id = any($1::uuid[])", ids)
     assert [(r["status"], r["rescues"]) for r in runs] == [("completed", 0)] * RUNS, (
@@ -117,19 +121,20 @@ async def test_a_silent_connection_under_a_checkpoint_costs_a_timeout_not_the_ru
     assert tasks == RUNS
     assert "TimeoutError" in worker.stderr(), "the stalled statement failed on the client's bound"
     print(
-        f"\nsilent link: {RUNS} runs finished {took} s after their start (reply timeout {CLIENT_TIMEOUT} s)"
+        f"\nsilent {category}: {RUNS} runs finished {took} s after their start (reply timeout {CLIENT_TIMEOUT} s)"
     )
 
 
+@pytest.mark.parametrize("category", list(STALLED))
 async def test_negative_control_without_a_reply_timeout_the_run_is_held_forever(
-    engine: Engine, database_url: str, log_dir: Path
+    category: str, engine: Engine, database_url: str, log_dir: Path
 ) -> None:
     watch_s = 4 * LEASE_TTL + 2 * CLIENT_TIMEOUT  # well past what the fixed worker needs
-    _ids, proxy, worker, took, unfinished = await stall_first_checkpoint(
-        engine, database_url, log_dir, prelude=SABOTAGE, watch_s=watch_s
+    _ids, proxy, worker, took, unfinished = await stall_first(
+        category, engine, database_url, log_dir, prelude=SABOTAGE, watch_s=watch_s
     )
 
-    assert proxy.stalled("checkpoint") == 1
+    assert proxy.stalled(category) == 1
     assert took is None, "the sabotaged worker should have hung on the silent link"
     # Held, not lost: under the first lease (token 1), which the heartbeat still renews long
     # after it would have expired, so no other worker could ever rescue the run.

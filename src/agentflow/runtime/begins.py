@@ -24,6 +24,7 @@ from agentflow.runtime import agent_step
 from agentflow.runtime.step import Cursor, StepOutcome
 from agentflow.store import runs
 from agentflow.store.commit_groups import RowFetcher
+from agentflow.store.database import describe
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +59,9 @@ class InFlight:
         try:
             self._held = self._answer.result()
         except Exception as exc:  # the write is fenced: it finds out for itself
-            logger.info("run %s: its begin failed (%s); its step's write goes on, fenced", self._run.id, exc)
+            logger.info(
+                "run %s: its begin failed (%s); its step's write goes on, fenced", self._run.id, describe(exc)
+            )
             self._held = True
         if not self._held:
             logger.info("run %s: lease lost before its step began; its result is discarded", self._run.id)
