@@ -41,16 +41,10 @@ from agentflow.runtime.lifecycle_listeners import LifecycleListeners
 from agentflow.runtime.sequence import drive_in_sequence
 from agentflow.runtime.step_writer import StepWriter
 from agentflow.settings import Settings
-from agentflow.store import inbox, reads, runs, steps_ahead
+from agentflow.store import database, inbox, reads, runs, steps_ahead
 from agentflow.store.checkpoints import PriorStep
 from agentflow.store.commit_groups import CommitGroup
-from agentflow.store.database import (
-    TRANSACTION_CONFLICTS,
-    UNAVAILABLE_ERRORS,
-    Database,
-    describe,
-    unavailable,
-)
+from agentflow.store.database import TRANSACTION_CONFLICTS, UNAVAILABLE_ERRORS, Database, unavailable
 from agentflow.store.run_starts import Lease
 
 logger = logging.getLogger(__name__)
@@ -253,7 +247,7 @@ class Worker:
                 if not unavailable(exc) and not isinstance(exc, TRANSACTION_CONFLICTS):
                     raise
                 backoff = min(max(backoff * 2, 0.1), 5 * self.settings.poll_interval)
-                logger.warning("claim failed (%s); retrying in %.1fs", describe(exc), backoff)
+                logger.warning("claim failed (%s); retrying in %.1fs", database.describe(exc), backoff)
                 delay = backoff
             self._planned_wake = time.monotonic() + delay
             with contextlib.suppress(TimeoutError):
@@ -348,7 +342,7 @@ class Worker:
                 # it back (a deadlock with another writer, e.g. an enrollment); either way the
                 # fence keeps the run consistent. Hand it back so a worker continues from what
                 # is stored.
-                logger.warning("run %s: database error (%s); releasing", run.id, describe(exc))
+                logger.warning("run %s: database error (%s); releasing", run.id, database.describe(exc))
                 await release_after_outage(self.db.pool, run, token, self.name, self.settings.lease_ttl)
             else:
                 # Not released on purpose: the lease expires and the rescue limit bounds a
