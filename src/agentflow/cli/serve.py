@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from agentflow.cli import task_dump
 from agentflow.cli.common import (
     IMPORTS_OPTION,
     console,
@@ -119,6 +120,7 @@ async def run_server(
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, on_signal)
+        task_dump.install(loop, "agentflow serve")  # kill -USR1: what each task awaits
         try:
             try:
                 api = await server.serve_until_started()

@@ -8,6 +8,7 @@ import signal
 import typer
 from prometheus_client import start_http_server
 
+from agentflow.cli import task_dump
 from agentflow.cli.common import IMPORTS_OPTION, console, run_with_engine
 from agentflow.engine import Engine
 from agentflow.runtime.metrics import REGISTRY
@@ -30,6 +31,7 @@ def worker(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, w.stop)
+        task_dump.install(loop, f"agentflow worker {w.name}")  # kill -USR1: what each run awaits
         if metrics_port is not None:
             # The worker's own counters (claims, rescues, steps, fenced writes); the queue
             # gauges come from the API's /metrics, which reads them from the database.
