@@ -9,6 +9,7 @@ from pathlib import Path
 
 from agentflow.engine import Engine
 from tests.support.processes import WorkerProcess, worker_env
+from tests.support.serve_process import ServeProcess
 
 FLOW = {
     "name": "dump-me",
@@ -44,3 +45,20 @@ async def test_sigusr1_logs_the_driver_of_a_running_run_down_to_its_tool(
     assert "runtime/worker.py" in driver and "_drive" in driver
     assert "sleepy" in driver and "awaits <Future" in driver, driver
     assert "agentflow-heartbeat" in dumped
+
+
+async def test_sigusr1_on_agentflow_serve_logs_its_tasks(database_url: str, tmp_path: Path) -> None:
+    serve = ServeProcess(worker_env(database_url), tmp_path, concurrency=2)
+    try:
+        await asyncio.to_thread(serve.wait_ready)
+        serve.proc.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and "agentflow-api" not in serve.stderr():
+            await asyncio.sleep(0.1)
+        assert serve.alive(), "SIGUSR1 must not stop the server"
+    finally:
+        serve.stop()
+
+    dumped = serve.stderr()
+    assert "tasks of agentflow serve (pid" in dumped
+    assert "agentflow-api\n" in dumped and "agentflow-heartbeat\n" in dumped
