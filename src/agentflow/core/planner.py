@@ -9,7 +9,7 @@ These functions only read and return values.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -74,7 +74,7 @@ def variables(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def save_to_state(
-    config: StructuredConfig, state: dict[str, Any], node: NodeSpec, context: dict[str, Any], output: Any
+    config: StructuredConfig, state: dict[str, Any], node: NodeSpec, context: Mapping[str, Any], output: Any
 ) -> dict[str, Any]:
     """The state after ``node`` succeeded with ``output``: its ``save_to_state`` rendered and applied.
 

@@ -63,7 +63,7 @@ class NodeEnv:
 
     tools: ToolRegistry
     threads: ToolThreads
-    template_context: dict[str, Any]
+    template_context: Mapping[str, Any]
     models: ModelAccess | None = None
     http: httpx.AsyncClient | None = None
     spent: list[Spend] = field(default_factory=list)

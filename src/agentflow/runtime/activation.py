@@ -7,7 +7,6 @@ Nothing here writes to the database.
 
 from __future__ import annotations
 
-import asyncio
 import time
 import traceback
 from dataclasses import asdict, replace
@@ -25,9 +24,11 @@ from agentflow.core.payload_format import with_nested_keys
 from agentflow.core.records import RunRecord
 from agentflow.core.step_context import StepContext
 from agentflow.core.step_results import NodeResult
+from agentflow.core.templating.lazy_context import LazyContext
 from agentflow.nodes.base import NodeEnv
 from agentflow.nodes.registry import runner_for
 from agentflow.runtime import tracing
+from agentflow.runtime.deadlines import within
 from agentflow.store import json_codec
 
 if TYPE_CHECKING:  # the cursor is step's; only its fields are read here
@@ -124,19 +125,21 @@ async def _run_activation(
         inbox=cursor.inbox,
         asked=activation.asked,
         spend=cursor.fresh_spend(),
-        template_context={
-            "payload": with_nested_keys(run.input),
-            "input": planner.node_input(config, activation, run.input, cursor.outputs),
-            "steps": cursor.outputs,
-            "state": planner.variables(cursor.state),
-            "inbox": cursor.inbox.view(),
-            "run": {
-                "id": str(run.id),
-                "workflow_id": str(run.workflow_id),
-                "step": seq,
-                "account_id": run.account_id,
-            },
-        },
+        template_context=LazyContext(
+            {
+                "payload": lambda: with_nested_keys(run.input),
+                "input": lambda: planner.node_input(config, activation, run.input, cursor.outputs),
+                "steps": lambda: cursor.outputs,
+                "state": lambda: planner.variables(cursor.state),
+                "inbox": cursor.inbox.view,
+                "run": lambda: {
+                    "id": str(run.id),
+                    "workflow_id": str(run.workflow_id),
+                    "step": seq,
+                    "account_id": run.account_id,
+                },
+            }
+        ),
     )
     started = time.monotonic()
     step_input: Any = None
@@ -149,8 +152,7 @@ async def _run_activation(
         name = runner.describe(node)
         timeout = planner.step_timeout(config, node, runner.timeout_override(node, env))
         try:
-            async with asyncio.timeout(timeout):
-                step_input, result = await runner.run(node, ctx, env)
+            step_input, result = await within(runner.run(node, ctx, env), timeout)
         except TimeoutError:
             raise StepFailure(
                 "step_timeout",

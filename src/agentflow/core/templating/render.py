@@ -10,7 +10,7 @@ its limits (:mod:`.meter`).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from jinja2 import Template, TemplateError, Undefined
@@ -37,7 +37,9 @@ _CACHE: dict[str, Compiled] = {}
 _CACHE_SIZE = 4096
 
 
-def render(value: Any, context: dict[str, Any], *, field: str = "template", node: str | None = None) -> Any:
+def render(
+    value: Any, context: Mapping[str, Any], *, field: str = "template", node: str | None = None
+) -> Any:
     """Render every template inside ``value`` (recursively through lists and dicts).
 
     Args:
@@ -77,7 +79,7 @@ def copied(value: Any) -> Any:
     return value
 
 
-def _render(value: Any, context: dict[str, Any], where: str) -> Any:
+def _render(value: Any, context: Mapping[str, Any], where: str) -> Any:
     if isinstance(value, str):
         return _render_text(value, context, where) if "{{" in value or "{%" in value else value
     if isinstance(value, list):
@@ -136,7 +138,7 @@ def _compiled(text: str) -> Compiled:
     return compiled
 
 
-def _render_text(text: str, context: dict[str, Any], where: str) -> Any:
+def _render_text(text: str, context: Mapping[str, Any], where: str) -> Any:
     try:
         template, expression = _compiled(text)
         if template is not None:
@@ -170,7 +172,7 @@ def _as_data(value: Any) -> Any:
     return items
 
 
-def _write_out(template: Template, context: dict[str, Any]) -> str:
+def _write_out(template: Template, context: Mapping[str, Any]) -> str:
     parts: list[str] = []
     size = 0
     for part in template.generate(**context):
