@@ -45,76 +45,16 @@ import threading
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any, Self
-from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
-_SSL_REQUEST = 80877103
-_GSSENC_REQUEST = 80877104
+from tests.support.cycles import CATEGORIES, Cycle, classify, lost_reply_outcome
+from tests.support.pg_wire import Upstream, cstring, frames, pass_startup, through_port, upstream_of
+
+__all__ = ["CUT_BEFORE", "KINDS", "LOSE_REPLY", "STALL", "FaultProxy", "Upstream", "classify", "upstream_of"]
 
 CUT_BEFORE = "cut_before"
 LOSE_REPLY = "lose_reply"
 STALL = "stall"
 KINDS = (CUT_BEFORE, LOSE_REPLY)
-
-# Ordered: the first pattern found in a cycle's SQL names it. Transactions (BEGIN ... COMMIT)
-# are named by the statements they ran, at their COMMIT.
-CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (name, re.compile(pattern, re.IGNORECASE | re.DOTALL))
-    for name, pattern in (
-        ("checkpoint", r"INSERT INTO run_steps"),
-        ("claim", r"FOR UPDATE SKIP LOCKED.*due\.verdict"),
-        ("ingest", r"INSERT INTO events"),
-        ("dispatch", r"UPDATE consumer_offsets SET"),
-        ("consumer_poll", r"consumer_offsets"),
-        ("heartbeat", r"UPDATE runs r SET lease_expires_at"),
-        ("release", r"UPDATE runs SET lease_owner = NULL"),
-        ("other_write", r"\b(INSERT|UPDATE|DELETE|COMMIT)\b"),
-    )
-)
-
-
-def classify(sql: str, categories: tuple[tuple[str, re.Pattern[str]], ...] = CATEGORIES) -> str:
-    """The category of a cycle (or transaction) that ran ``sql``; ``read`` when no write."""
-    for name, pattern in categories:
-        if pattern.search(sql):
-            return name
-    return "read"
-
-
-@dataclass(frozen=True)
-class Upstream:
-    """Where the real server listens: a TCP ``host``/``port`` or a unix socket ``path``."""
-
-    host: str | None = None
-    port: int = 5432
-    path: str | None = None
-
-    async def connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        if self.path is not None:
-            return await asyncio.open_unix_connection(self.path)
-        assert self.host is not None
-        return await asyncio.open_connection(self.host, self.port)
-
-
-def upstream_of(url: str) -> Upstream:
-    """The server a ``postgresql://`` URL points at (``?host=/dir`` means a unix socket)."""
-    parts = urlsplit(url)
-    query = parse_qs(parts.query)
-    host = query.get("host", [parts.hostname or "127.0.0.1"])[0]
-    port = int(query.get("port", [parts.port or 5432])[0])
-    if host.startswith("/"):
-        return Upstream(path=f"{host}/.s.PGSQL.{port}")
-    return Upstream(host=host, port=port)
-
-
-@dataclass
-class _Cycle:
-    fate: str  # "pass", LOSE_REPLY or STALL
-    category: str
-    writes: bool
-    error: bool = False
-    rows: int = 0  # rows reported: the number ending each command tag, or rows sent back
-    committed: bool = False  # a COMMIT command completed
-    data_rows: int = 0
 
 
 @dataclass
@@ -123,7 +63,7 @@ class _Link:
 
     number: int
     statements: dict[str, str] = field(default_factory=dict)
-    pending: deque[_Cycle] = field(default_factory=deque)
+    pending: deque[Cycle] = field(default_factory=deque)
     transaction_sql: list[str] = field(default_factory=list)
     in_transaction: bool = False
 
@@ -200,12 +140,7 @@ class FaultProxy:
 
     def url(self, server_url: str) -> str:
         """``server_url`` (same user, database and other parameters) through the proxy."""
-        parts = urlsplit(server_url)
-        query = {k: v[-1] for k, v in parse_qs(parts.query).items() if k not in ("host", "port")}
-        query["sslmode"] = "disable"  # the proxy reads the protocol in clear
-        userinfo = parts.netloc.rpartition("@")[0]
-        netloc = f"{userinfo + '@' if userinfo else ''}127.0.0.1:{self.port}"
-        return urlunsplit((parts.scheme, netloc, parts.path, urlencode(query), ""))
+        return through_port(server_url, self.port)
 
     def enable(self, rate: float) -> None:
         """Inject faults at ``rate`` per request cycle (and per new connection, scaled)."""
@@ -338,18 +273,7 @@ class FaultProxy:
         cwriter: asyncio.StreamWriter,
         swriter: asyncio.StreamWriter,
     ) -> None:
-        # Startup: untyped messages. Refuse SSL/GSS encryption ourselves ('N'); pass the rest.
-        while True:
-            header = await reader.readexactly(8)
-            length, code = struct.unpack("!ii", header)
-            body = await reader.readexactly(length - 8)
-            if code in (_SSL_REQUEST, _GSSENC_REQUEST):
-                cwriter.write(b"N")
-                await cwriter.drain()
-                continue
-            swriter.write(header + body)
-            await swriter.drain()
-            break
+        await pass_startup(reader, cwriter, swriter)
         buffer = bytearray()
         executed: list[str] = []
         data = bytearray()
@@ -362,22 +286,17 @@ class FaultProxy:
                 return
             data += chunk
             offset = 0
-            while len(data) - offset >= 5:
-                kind = bytes(data[offset : offset + 1])
-                length = struct.unpack_from("!i", data, offset + 1)[0]
-                end = offset + 1 + length
-                if len(data) < end:
-                    break
-                message = bytes(data[offset:end])
+            for kind, start, end in frames(data):
+                message = bytes(data[start:end])
                 offset = end
                 body = message[5:]
                 if kind == b"P":
-                    name, rest = _cstring(body)
-                    query, _ = _cstring(rest)
+                    name, rest = cstring(body)
+                    query, _ = cstring(rest)
                     link.statements[name] = query
                 elif kind == b"B":
-                    _portal, rest = _cstring(body)
-                    statement, _ = _cstring(rest)
+                    _portal, rest = cstring(body)
+                    statement, _ = cstring(rest)
                     executed.append(link.statements.get(statement, ""))
                 elif kind == b"Q":
                     executed.append(body[:-1].decode("utf-8", "replace"))
@@ -392,7 +311,7 @@ class FaultProxy:
                     if fate == CUT_BEFORE:
                         self._record(category, CUT_BEFORE)
                         raise _Cut
-                    link.pending.append(_Cycle(fate, category, writes))
+                    link.pending.append(Cycle(fate, category, writes))
                     swriter.write(bytes(buffer))
                     buffer.clear()
                 elif kind in (b"H", b"X", b"d", b"c", b"f"):
@@ -432,12 +351,7 @@ class FaultProxy:
             offset = 0
             forward_from = 0
             out = bytearray()
-            while len(data) - offset >= 5:
-                kind = bytes(data[offset : offset + 1])
-                length = struct.unpack_from("!i", data, offset + 1)[0]
-                end = offset + 1 + length
-                if len(data) < end:
-                    break
+            for kind, offset, end in frames(data):
                 cycle = link.pending[0] if link.pending else None
                 if cycle is not None and cycle.fate == STALL:
                     out += data[forward_from:offset]  # what belonged to earlier cycles
@@ -466,7 +380,7 @@ class FaultProxy:
                         cycle.rows += int(last) if last.isdigit() else 0
                     elif kind == b"Z":
                         status = bytes(data[offset + 5 : offset + 6])
-                        self._record(cycle.category, _lost_reply_outcome(cycle, status))
+                        self._record(cycle.category, lost_reply_outcome(cycle, status))
                         if out:
                             cwriter.write(bytes(out))
                             with contextlib.suppress(Exception):
@@ -483,20 +397,3 @@ class FaultProxy:
             if out:
                 cwriter.write(bytes(out))
                 await cwriter.drain()
-
-
-def _lost_reply_outcome(cycle: _Cycle, status: bytes) -> str:
-    if cycle.error:
-        return "reply_lost_after_error"
-    if status != b"I":
-        return "reply_lost_in_transaction"  # the server rolls it back when the link drops
-    if not cycle.writes:
-        return "reply_lost_read"
-    if cycle.committed or cycle.rows > 0 or cycle.data_rows > 0:
-        return "committed_but_reported_failed"
-    return "reply_lost_no_change"  # a write that matched no row (an idle claim, say)
-
-
-def _cstring(data: bytes) -> tuple[str, bytes]:
-    end = data.index(b"\x00")
-    return data[:end].decode("utf-8", "replace"), data[end + 1 :]
