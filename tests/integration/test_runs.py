@@ -294,3 +294,25 @@ async def test_step_outputs_reach_templates_after_a_wait_on_a_fresh_claim(
     assert done.output == {"items": [1, 2], "n": 6}
     assert done.state == {"node": None}, "the run's state holds the cursor, not the outputs"
     assert done.fencing_token == 2, "the wait released the run and a second claim resumed it"
+
+
+@pytest.mark.parametrize("wait_first", [False, True])
+async def test_a_tools_exception_keeps_the_frames_where_it_was_raised(
+    engine: Engine, worker: Worker, wait_first: bool
+) -> None:
+    """The step's error shows the innermost frames of the traceback (where the tool broke),
+    however deep the tool's own calls go, whether it failed at once or after waiting."""
+    await engine.publish_workflow(
+        flow(
+            "deep_failure",
+            {"id": "deep", "type": "tool", "tool": "fails_deep", "args": {"wait_first": wait_first}},
+        )
+    )
+    run = await engine.start_run("deep_failure")
+    failed = await engine.wait_for_run(run.id, timeout=10)
+    assert failed.status == "failed" and failed.error is not None
+    steps = await engine.list_steps(run.id)
+    error = steps[-1].error
+    assert error is not None and error["code"] == "step_exception"
+    trace = error["details"]["traceback"]
+    assert "innermost_helper" in trace and "broken deep inside" in trace, trace

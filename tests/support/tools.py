@@ -42,6 +42,25 @@ async def flaky(key: str, fail_times: int) -> dict[str, int]:
 
 
 @agentflow.tool
+async def fails_deep(depth: int = 12, wait_first: bool = False) -> None:
+    """Raise from ``depth`` nested calls down (the innermost is ``innermost_helper``), after
+    waiting once on the loop when ``wait_first``."""
+    if wait_first:
+        await asyncio.sleep(0)
+    _descend(depth)
+
+
+def _descend(depth: int) -> None:
+    if depth <= 0:
+        innermost_helper()
+    _descend(depth - 1)
+
+
+def innermost_helper() -> None:
+    raise ValueError("broken deep inside")
+
+
+@agentflow.tool
 async def always_fails(code: str = "upstream_down", retryable: bool = True) -> None:
     """Fail every time with a structured error."""
     raise StepFailure(code, "the upstream is down", retryable=retryable, solution="Wait for it.")

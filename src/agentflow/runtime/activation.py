@@ -176,7 +176,8 @@ async def _run_activation(
         failure = ErrorInfo(
             "step_exception",
             f"{type(exc).__name__}: {exc}",
-            {"type": type(exc).__name__, "traceback": traceback.format_exc(limit=8)[-4000:]},
+            # The innermost frames: where the tool broke, not the engine's calls down to it.
+            {"type": type(exc).__name__, "traceback": traceback.format_exc(limit=-8)[-4000:]},
         )
         retryable, result = True, NodeResult()
     tasks = [_task_doc(t) for t in ctx.tasks] if failure is None else []
