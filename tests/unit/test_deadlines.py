@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from agentflow.cli.task_dump import describe_task
 from agentflow.runtime import deadlines
 from agentflow.runtime.deadlines import within
 
@@ -178,3 +179,22 @@ async def test_a_coroutine_that_answers_a_cancel_with_its_value_gives_that_value
     await asyncio.sleep(0.01)
     task.cancel()
     assert await task == "partial"
+
+
+async def test_a_task_dump_follows_the_chain_into_the_coroutine_it_awaits() -> None:
+    release = asyncio.Event()
+
+    async def sleepy_tool() -> str:
+        await release.wait()
+        return "woke"
+
+    task = asyncio.create_task(within(sleepy_tool(), 60.0), name="agentflow-run-test")
+    await asyncio.sleep(0.01)
+    lines = describe_task(task)
+    assert lines[0] == "agentflow-run-test"
+    assert any("within" in line for line in lines)
+    assert any("sleepy_tool" in line for line in lines), lines
+    assert any("Event.wait" in line for line in lines), lines
+    assert lines[-1].startswith("    awaits <Future"), lines
+    release.set()
+    assert await task == "woke"

@@ -9,9 +9,9 @@ finishes at its first step (a tool that computes and returns) needs none.
 from __future__ import annotations
 
 import asyncio
-import types
 from collections.abc import Coroutine, Generator
-from typing import Any, TypeVar
+from types import FrameType
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -32,27 +32,44 @@ async def within(coro: Coroutine[Any, Any, T], seconds: float) -> T:
     except StopIteration as finished:
         return finished.value  # type: ignore[no-any-return]
     async with asyncio.timeout_at(deadline):
-        return await _resumed(coro, suspended_on)
+        return await _Resumed(coro, suspended_on)
 
 
-@types.coroutine
-def _resumed(coro: Coroutine[Any, Any, T], suspended_on: Any) -> Generator[Any, Any, T]:
-    """Go on awaiting ``coro``, whose first step ran and suspended on ``suspended_on``: what
-    ``await coro`` does from there, each value sent and each exception thrown (a
-    cancellation) passed on to it."""
-    while True:
-        try:
-            sent = yield suspended_on
-        except GeneratorExit:
-            coro.close()
-            raise
-        except BaseException as exc:
-            try:
-                suspended_on = coro.throw(exc)
-            except StopIteration as finished:
-                return finished.value  # type: ignore[no-any-return]
-            continue
-        try:
-            suspended_on = coro.send(sent)
-        except StopIteration as finished:
-            return finished.value  # type: ignore[no-any-return]
+class _Resumed(Generic[T]):
+    """``coro``, whose first step ran and suspended on ``suspended_on``, awaited from there on
+    as ``await coro`` would: the first value goes up to the task, then each value sent and each
+    exception thrown (a cancellation) is passed on to ``coro``. It shows ``coro``'s frame and
+    what ``coro`` awaits (``cr_frame``, ``cr_await``), so that a task dump
+    (``agentflow.cli.task_dump``) still follows the chain down to the node's code."""
+
+    __slots__ = ("_coro", "_first")
+
+    def __init__(self, coro: Coroutine[Any, Any, T], suspended_on: Any) -> None:
+        self._coro = coro
+        self._first: list[Any] = [suspended_on]  # emptied once the task has it
+
+    def __await__(self) -> Generator[Any, Any, T]:
+        return self  # type: ignore[return-value]  # an iterator with send, throw and close
+
+    def __next__(self) -> Any:
+        return self.send(None)
+
+    def send(self, value: Any) -> Any:
+        if self._first:
+            return self._first.pop()
+        return self._coro.send(value)  # its StopIteration carries the result up
+
+    def throw(self, *exc: Any) -> Any:
+        self._first.clear()
+        return self._coro.throw(*exc)
+
+    def close(self) -> None:
+        self._coro.close()
+
+    @property
+    def cr_frame(self) -> FrameType | None:
+        return self._coro.cr_frame  # type: ignore[attr-defined, no-any-return]
+
+    @property
+    def cr_await(self) -> Any:
+        return self._coro.cr_await  # type: ignore[attr-defined]
